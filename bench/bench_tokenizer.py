@@ -1,0 +1,111 @@
+"""Micro-benchmark: FTS5 index build speed with ``unicode61`` versus the ``hermes`` tokenizer.
+
+Builds the same external-content FTS5 index over N synthetic ~300-byte messages (5% holding
+CJK text) once per tokenizer, in one ``INSERT … SELECT`` transaction each, on a real file, and
+prints JSON: rows/s for each tokenizer and their ratio (the ``unicode61`` run is the floor).
+
+Run: ``python -m bench.bench_tokenizer [--n 200000] [--cjk 0.05] [--seed 1]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import apsw
+
+from hermes_es.projections.fts import register_tokenizer
+
+_VOCABULARY = (
+    "the session agent message search index tool call result error retry branch resume export "
+    "delete title workspace model token prompt context window compress summary chat-send P2.2 "
+    "snake_case_name user@example.com https://example.org/docs?q=1 refactor test build deploy "
+    "config value because would should could which there their about after before during"
+)
+WORDS = tuple(_VOCABULARY.split())
+
+CJK_SENTENCES = (
+    "我们使用模型进行全文搜索，并且需要支持中文分词。",
+    "日本語のテキストを検索できるようにしてください。",
+    "한국어 검색엔진을 위한 토크나이저를 테스트합니다.",
+)
+
+
+def make_message(rng: random.Random, cjk_fraction: float, size: int = 300) -> str:
+    """One synthetic message of about ``size`` UTF-8 bytes."""
+    parts: list[str] = []
+    length = 0
+    if rng.random() < cjk_fraction:
+        sentence = rng.choice(CJK_SENTENCES)
+        parts.append(sentence)
+        length += len(sentence.encode("utf-8")) + 1
+    while length < size:
+        word = rng.choice(WORDS)
+        parts.append(word)
+        length += len(word) + 1
+    rng.shuffle(parts)
+    return " ".join(parts)
+
+
+def load_messages(conn: apsw.Connection, n: int, cjk_fraction: float, seed: int) -> None:
+    """Create and fill the ``messages`` table (not timed)."""
+    rng = random.Random(seed)
+    conn.execute("CREATE TABLE messages(id INTEGER PRIMARY KEY, content TEXT NOT NULL)")
+    with conn:
+        conn.executemany(
+            "INSERT INTO messages(content) VALUES(?)",
+            ((make_message(rng, cjk_fraction),) for _ in range(n)),
+        )
+
+
+def time_build(conn: apsw.Connection, table: str, tokenize: str) -> float:
+    """Create an FTS table with ``tokenize`` and time indexing every message into it."""
+    conn.execute(
+        f"CREATE VIRTUAL TABLE {table} USING fts5(content, content='messages', "
+        f"content_rowid='id', tokenize='{tokenize}')"
+    )
+    start = time.perf_counter()
+    with conn:
+        conn.execute(f"INSERT INTO {table}(rowid, content) SELECT id, content FROM messages")
+    return time.perf_counter() - start
+
+
+def run(n: int, cjk_fraction: float, seed: int) -> dict[str, float | int]:
+    """Run both builds on a fresh database file and return the figures."""
+    with tempfile.TemporaryDirectory() as tmp:
+        conn = apsw.Connection(str(Path(tmp) / "bench.db"))
+        conn.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL")
+        register_tokenizer(conn)
+        load_messages(conn, n, cjk_fraction, seed)
+        plain = time_build(conn, "fts_unicode61", "unicode61 remove_diacritics 2")
+        hermes = time_build(conn, "fts_hermes", "hermes")
+        conn.close()
+    return {
+        "n": n,
+        "cjk_fraction": cjk_fraction,
+        "unicode61_s": round(plain, 3),
+        "hermes_s": round(hermes, 3),
+        "unicode61_rows_per_s": round(n / plain),
+        "hermes_rows_per_s": round(n / hermes),
+        "hermes_over_unicode61": round(plain / hermes, 3),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments, run the benchmark, print JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--n", type=int, default=200_000, help="messages to index")
+    parser.add_argument("--cjk", type=float, default=0.05, help="fraction holding CJK text")
+    parser.add_argument("--seed", type=int, default=1, help="random seed for the messages")
+    args = parser.parse_args(argv)
+    print(json.dumps(run(args.n, args.cjk, args.seed), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,179 @@
+"""The ``hermes`` FTS5 tokenizer and the DDL of the external-content message index.
+
+The tokenizer is SQLite's ``unicode61`` (``remove_diacritics 2``) with one change: a token that
+holds CJK characters (Han, kana, hangul) is split so each CJK character becomes its own token,
+with byte offsets into the original text. CJK writing has no spaces between words, so this is
+what lets a two-character query find a word inside a long sentence: the query is a phrase, and
+FTS5 matches the phrase's characters as adjacent tokens. Text without CJK characters goes
+through ``unicode61`` untouched, with one ``isascii()`` check (or one regex search) of overhead.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import cast
+
+import apsw
+
+from hermes_es.errors import ValidationError
+
+TOKENIZER_NAME = "hermes"
+"""Name the tokenizer is registered under; FTS tables say ``tokenize='hermes'``."""
+
+BASE_TOKENIZER = "unicode61"
+BASE_ARGS = ("remove_diacritics", "2")
+
+# Scripts written without spaces between words (plus Korean, whose words carry attached
+# particles): Hangul Jamo, CJK radicals, ideographic iteration marks, kana, bopomofo, hangul
+# compatibility jamo, CJK ideographs (all extension planes), compatibility ideographs,
+# halfwidth kana and hangul, kana supplement.
+_CJK_CLASS = (
+    "\u1100-\u11ff"
+    "\u2e80-\u2fdf"
+    "\u3005-\u3007\u3021-\u3029\u3031-\u3035\u3038-\u303c"
+    "\u3040-\u30ff"
+    "\u3100-\u31ff"
+    "\u3400-\u4dbf"
+    "\u4e00-\u9fff"
+    "\ua960-\ua97f"
+    "\uac00-\ud7ff"
+    "\uf900-\ufaff"
+    "\uff66-\uffdc"
+    "\U0001b000-\U0001b16f"
+    "\U00020000-\U0003ffff"
+)
+_CJK = re.compile(f"[{_CJK_CLASS}]")
+_ALL_CJK = re.compile(f"[{_CJK_CLASS}]+")
+_CJK_OR_RUN = re.compile(f"[{_CJK_CLASS}]|[^{_CJK_CLASS}]+")
+
+Token = tuple[int, int, str]
+"""A token as FTS5 wants it: start and end byte offsets into the UTF-8 input, and its text."""
+Tokenizer = Callable[[bytes, int, str | None], list[Token]]
+
+
+def _base_tokens(
+    base: apsw.FTS5Tokenizer, utf8: bytes, flags: int, locale: str | None
+) -> list[Token]:
+    """Run the wrapped ``unicode61`` tokenizer (it never makes colocated tokens)."""
+    return cast(list[Token], base(utf8, flags, locale, include_colocated=False))
+
+
+def contains_cjk(text: str) -> bool:
+    """Tell whether ``text`` holds a character the tokenizer indexes one by one."""
+    return not text.isascii() and _CJK.search(text) is not None
+
+
+def _split_pure_cjk(token: Token) -> list[Token] | None:
+    """Split a token of only BMP CJK characters (3 UTF-8 bytes each), or return None.
+
+    ``unicode61`` folds no character in the CJK ranges, so the token text is the original.
+    """
+    start, end, text = token[0], token[1], token[2]
+    if end - start != 3 * len(text) or _ALL_CJK.fullmatch(text) is None:
+        return None
+    return [(start + 3 * i, start + 3 * i + 3, ch) for i, ch in enumerate(text)]
+
+
+def _split_cjk_token(
+    base: apsw.FTS5Tokenizer, utf8: bytes, token: Token, flags: int
+) -> list[Token]:
+    """Split one ``unicode61`` token into per-character CJK tokens and folded non-CJK runs."""
+    start, end = token[0], token[1]
+    try:
+        original = utf8[start:end].decode("utf-8")
+    except UnicodeDecodeError:
+        return [token]
+    pieces: list[Token] = []
+    offset = start
+    for match in _CJK_OR_RUN.finditer(original):
+        piece = match.group()
+        size = len(piece.encode("utf-8"))
+        if len(piece) == 1 and _CJK.match(piece):
+            pieces.append((offset, offset + size, piece))
+        else:
+            # Re-tokenize the non-CJK run so it is folded exactly as unicode61 folds it.
+            for sub_start, sub_end, sub in _base_tokens(
+                base, utf8[offset : offset + size], flags, None
+            ):
+                pieces.append((offset + sub_start, offset + sub_end, sub))
+        offset += size
+    return pieces
+
+
+def _split_tokens(
+    base: apsw.FTS5Tokenizer, utf8: bytes, tokens: Iterable[Token], flags: int
+) -> list[Token]:
+    """Pass non-CJK tokens through and split the ones that hold CJK characters."""
+    result: list[Token] = []
+    for token in tokens:
+        text = token[2]
+        if text.isascii() or _CJK.search(text) is None:
+            result.append(token)
+        else:
+            pieces = _split_pure_cjk(token)
+            if pieces is None:
+                pieces = _split_cjk_token(base, utf8, token, flags)
+            result.extend(pieces)
+    return result
+
+
+def make_tokenizer(base: apsw.FTS5Tokenizer) -> Tokenizer:
+    """Wrap a ``unicode61`` tokenizer so CJK characters become one token each."""
+
+    def tokenize(utf8: bytes, flags: int, locale: str | None) -> list[Token]:
+        tokens = _base_tokens(base, utf8, flags, locale)
+        if utf8.isascii():
+            return tokens
+        try:
+            text = utf8.decode("utf-8")
+        except UnicodeDecodeError:
+            text = utf8.decode("utf-8", "replace")
+        if _CJK.search(text) is None:
+            return tokens
+        return _split_tokens(base, utf8, tokens, flags)
+
+    return tokenize
+
+
+def _factory(connection: apsw.Connection, args: list[str]) -> Tokenizer:
+    """Build a ``hermes`` tokenizer; extra ``tokenize=`` arguments go to ``unicode61``."""
+    base = connection.fts5_tokenizer(BASE_TOKENIZER, [*BASE_ARGS, *args])
+    return make_tokenizer(base)
+
+
+def register_tokenizer(conn: apsw.Connection) -> None:
+    """Register the ``hermes`` tokenizer on ``conn`` (needed by every connection using FTS)."""
+    conn.register_fts5_tokenizer(TOKENIZER_NAME, _factory)
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _check_identifier(kind: str, name: str) -> str:
+    """Return ``name`` if it is a plain SQL identifier, else raise ``ValidationError``."""
+    if not _IDENTIFIER.match(name):
+        raise ValidationError(
+            f"invalid FTS {kind} name {name!r}: use letters, digits, _", subject=name
+        )
+    return name
+
+
+def create_fts_sql(
+    table: str = "messages_fts", content: str = "messages", content_rowid: str = "id"
+) -> str:
+    """SQL script creating the external-content FTS5 index over ``content.content``.
+
+    The script holds two statements (run it with ``conn.execute``): the ``CREATE VIRTUAL
+    TABLE IF NOT EXISTS`` and the insert that turns on FTS5 ``secure-delete``, so a deleted
+    message leaves no trace of its tokens in the index. Both are safe to run again.
+    """
+    table = _check_identifier("table", table)
+    content = _check_identifier("content table", content)
+    content_rowid = _check_identifier("content rowid", content_rowid)
+    return (
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING fts5("
+        f"content, content='{content}', content_rowid='{content_rowid}', "
+        f"tokenize='{TOKENIZER_NAME}');\n"
+        f"INSERT INTO {table}({table}, rank) VALUES('secure-delete', 1);"
+    )
