@@ -386,6 +386,10 @@ class _RowReader:
         return {**rest, **self._raw_kept}
 
 
+def _non_empty(path: Path) -> bool:
+    return path.is_file() and path.stat().st_size > 0
+
+
 def _extra_value(value: str | int | float | bytes) -> ExtraValue:
     return value.hex() if isinstance(value, bytes) else value
 
@@ -419,24 +423,36 @@ class HermesDb:
     def _open(self) -> tuple[apsw.Connection, str]:
         if not self.path.is_file():
             raise ValidationError(f"{self.path}: no such file", subject=str(self.path))
-        wal = self.path.with_name(self.path.name + "-wal")
-        shm = self.path.with_name(self.path.name + "-shm")
-        if not wal.exists() or wal.stat().st_size == 0:
+        wal, shm, journal = (self._sidecar(suffix) for suffix in ("-wal", "-shm", "-journal"))
+        if _non_empty(journal):
+            return self._open_snapshot(journal, "a hot rollback journal"), "snapshot"
+        if not _non_empty(wal):
             return self._connect(self.path, "immutable=1"), "immutable"
         if shm.exists():
             self.notes.append(f"{wal.name} is present: read through it without writing")
             return self._connect(self.path, "mode=ro"), "read-only"
+        return self._open_snapshot(wal, f"a {wal.suffix} file without its -shm"), "snapshot"
+
+    def _sidecar(self, suffix: str) -> Path:
+        return self.path.with_name(self.path.name + suffix)
+
+    def _open_snapshot(self, sidecar: Path, why: str) -> apsw.Connection:
+        """Copy the file and one sidecar to a private directory and open the copy there."""
         self._snapshot_dir = tempfile.TemporaryDirectory(prefix="hermes-import-")
         copy = Path(self._snapshot_dir.name) / "state.db"
         shutil.copyfile(self.path, copy)
-        shutil.copyfile(wal, copy.with_name("state.db-wal"))
-        self.notes.append(f"{wal.name} without {shm.name}: read a private copy of both")
-        return self._connect(copy, "mode=ro"), "snapshot"
+        shutil.copyfile(sidecar, copy.with_name("state.db" + sidecar.name[len(self.path.name) :]))
+        self.notes.append(f"{self.path.name} has {why}: read a private copy, source untouched")
+        # The copy may need recovery (WAL index, journal rollback), so it is opened writable.
+        return self._connect(copy, "mode=rw")
 
     def _connect(self, path: Path, uri_option: str) -> apsw.Connection:
         uri = f"{path.resolve().as_uri()}?{uri_option}"
+        flags = apsw.SQLITE_OPEN_URI | (
+            apsw.SQLITE_OPEN_READWRITE if uri_option == "mode=rw" else apsw.SQLITE_OPEN_READONLY
+        )
         try:
-            conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+            conn = apsw.Connection(uri, flags=flags)
             conn.setbusytimeout(_BUSY_TIMEOUT_MS)
             conn.execute("PRAGMA query_only = 1").fetchall()
         except apsw.Error as exc:

@@ -1,0 +1,153 @@
+"""One write transaction: load heads, decide, store events, apply every projection, commit."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import apsw
+from eventsourcing.persistence import (
+    InfrastructureFactory,
+    IntegrityError,
+    OperationalError,
+    StoredEvent,
+)
+from eventsourcing.utils import Environment
+
+from hermes_es import events as ev
+from hermes_es.aggregates.state import SessionState, apply, decode_state
+from hermes_es.errors import ConflictError, StoreBusyError
+from hermes_es.projections.base import Change
+from hermes_es.projections.catalog import ProjectionSet, ensure_schema
+from hermes_es.projections.fts import register_tokenizer
+from hermes_es.store.recorder import ApswApplicationRecorder, ApswDatastore
+
+PERSISTENCE_MODULE = "hermes_es.store.persistence"
+
+
+class Store:
+    """The event log and its projections in one state.db, behind eventsourcing's recorder."""
+
+    def __init__(self, db_path: Path, *, clock: Callable[[], float] = time.time) -> None:
+        env = Environment(
+            "hermes", {"PERSISTENCE_MODULE": PERSISTENCE_MODULE, "APSW_DBNAME": str(db_path)}
+        )
+        self.factory = InfrastructureFactory.construct(env)
+        recorder = self.factory.application_recorder()
+        assert isinstance(recorder, ApswApplicationRecorder)
+        self.recorder = recorder
+        self.datastore: ApswDatastore = recorder.datastore
+        self.datastore.add_hook(register_tokenizer)
+        self.datastore.add_hook(ensure_schema)
+        self.path = db_path
+        self.clock = clock
+        self.projections = ProjectionSet()
+
+    def connection(self) -> apsw.Connection:
+        """This thread's connection."""
+        return self.datastore.connection()
+
+    @contextmanager
+    def transaction(self) -> Iterator[Batch]:
+        """An IMMEDIATE transaction with a batch collecting the events to store."""
+        try:
+            with self.datastore.transaction() as conn:
+                batch = Batch(self, conn)
+                yield batch
+                batch.flush()
+        except IntegrityError as exc:
+            raise ConflictError(
+                f"a concurrent writer changed the session first ({exc}); reload and retry",
+                subject=str(exc),
+                expected=None,
+                actual=-1,
+            ) from exc
+        except OperationalError as exc:
+            raise StoreBusyError(
+                f"state.db at {self.path} stayed locked by another process: {exc}",
+                subject=str(self.path),
+            ) from exc
+        except apsw.BusyError as exc:
+            raise StoreBusyError(
+                f"state.db at {self.path} stayed locked by another process: {exc}",
+                subject=str(self.path),
+            ) from exc
+
+    def close(self) -> None:
+        """Close every connection."""
+        self.factory.close()
+
+
+class Batch:
+    """Events decided inside one transaction, stored and projected when it commits."""
+
+    def __init__(self, store: Store, conn: apsw.Connection) -> None:
+        self.store = store
+        self.conn = conn
+        self.now = store.clock()
+        self.states: dict[str, SessionState] = {}
+        self._pending: list[tuple[str, int, ev.Event]] = []
+
+    def load(self, session_id: str) -> SessionState:
+        """The current state of a stream (version 0 when it does not exist)."""
+        state = self.states.get(session_id)
+        if state is not None:
+            return state
+        rows = self.conn.execute(
+            "SELECT state FROM session_heads WHERE id = ?", (session_id,)
+        ).fetchall()
+        state = decode_state(rows[0][0]) if rows else SessionState(session_id=session_id)
+        self.states[session_id] = state
+        return state
+
+    def version_of(self, stream: str) -> int:
+        """The version of a non-session stream (prompt, receipt)."""
+        rows = self.conn.execute(
+            "SELECT MAX(originator_version) FROM events WHERE originator_id = ?", (stream,)
+        ).fetchall()
+        return int(rows[0][0] or 0)
+
+    def record(
+        self, session_id: str, events: Sequence[ev.Event], *, expected_version: int | None = None
+    ) -> SessionState:
+        """Fold ``events`` into the session's state and queue them for storing."""
+        state = self.load(session_id)
+        if expected_version is not None and expected_version != state.version:
+            raise ConflictError(
+                f"session {session_id} is at version {state.version}, not {expected_version}",
+                subject=session_id,
+                expected=expected_version,
+                actual=state.version,
+            )
+        for event in events:
+            version = state.version + 1
+            apply(state, event, version)
+            self._pending.append((session_id, version, event))
+        return state
+
+    def record_other(self, stream: str, events: Sequence[ev.Event]) -> None:
+        """Queue events on a stream that has no session state (prompt or receipt streams)."""
+        version = self.version_of(stream) + sum(1 for s, _, _ in self._pending if s == stream)
+        for event in events:
+            version += 1
+            self._pending.append((stream, version, event))
+
+    def flush(self) -> list[Change]:
+        """Insert queued events (expected versions enforced by the log) and project them."""
+        if not self._pending:
+            return []
+        stored = [
+            StoredEvent(originator_id=s, originator_version=v, topic=e.topic, state=ev.encode(e))
+            for s, v, e in self._pending
+        ]
+        positions = self.store.recorder._insert_events(self.conn, stored)
+        changes = [
+            Change(position=p, stream=s, version=v, event=e)
+            for p, (s, v, e) in zip(positions, self._pending, strict=True)
+        ]
+        touched = {s: st for s, st in self.states.items() if any(c.stream == s for c in changes)}
+        self.store.projections.apply(self.conn, changes, touched)
+        self._pending.clear()
+        return changes

@@ -1,0 +1,113 @@
+"""Every read model, applied together in the transaction that stores the events."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import apsw
+
+from hermes_es.aggregates.state import SessionState
+from hermes_es.projections.base import Change, Projector
+from hermes_es.projections.fts import register_tokenizer
+from hermes_es.projections.lineage import LineageProjector
+from hermes_es.projections.messages import MessagesProjector
+from hermes_es.projections.prompts import PromptsProjector
+from hermes_es.projections.receipts import ReceiptsProjector
+from hermes_es.projections.search import SearchProjector
+from hermes_es.projections.sessions import SessionsProjector
+from hermes_es.store.db import open_db
+from hermes_es.store.schema import EVENTS_SCHEMA
+
+TRACKING_NAME = "projections"
+"""Reader name under which the projections' log position is tracked."""
+
+SCHEMA_VERSION = 1
+
+
+class ProjectionSet:
+    """The projectors of one generation of tables (live, or a rebuild under a prefix)."""
+
+    def __init__(self, prefix: str = "") -> None:
+        self.prefix = prefix
+        self.projectors: list[Projector] = [
+            SessionsProjector(prefix),
+            MessagesProjector(prefix),
+            SearchProjector(prefix),
+            LineageProjector(prefix),
+            PromptsProjector(prefix),
+            ReceiptsProjector(prefix),
+        ]
+
+    def tables(self) -> list[str]:
+        """Every table this set maintains."""
+        return [t for p in self.projectors for t in p.tables()]
+
+    def create(self, conn: apsw.Connection, *, with_indexes: bool = True) -> None:
+        """Create the tables (and, unless bulk loading, their indexes)."""
+        for projector in self.projectors:
+            for statement in projector.schema():
+                conn.execute(statement)
+            if with_indexes:
+                self.create_indexes(conn, projector)
+
+    def create_indexes(self, conn: apsw.Connection, projector: Projector | None = None) -> None:
+        """Create secondary indexes (canonical names; only valid for unprefixed tables)."""
+        for p in [projector] if projector else self.projectors:
+            for statement in p.indexes():
+                conn.execute(statement)
+
+    def apply(
+        self, conn: apsw.Connection, changes: Sequence[Change], states: dict[str, SessionState]
+    ) -> None:
+        """Apply a batch of stored events and settle the touched sessions."""
+        for change in changes:
+            for projector in self.projectors:
+                projector.apply(conn, change)
+        for projector in self.projectors:
+            projector.settle(conn, states)
+        if changes and not self.prefix:
+            set_position(conn, changes[-1].position)
+
+    def forget(self, conn: apsw.Connection, session_id: str) -> None:
+        """Remove every row of a deleted session (the index before the rows it reads)."""
+        order = sorted(self.projectors, key=lambda p: p.name != "search")
+        for projector in order:
+            projector.forget(conn, session_id)
+
+
+def set_position(conn: apsw.Connection, position: int) -> None:
+    """Record how far the projections have applied the log."""
+    conn.execute(
+        "INSERT INTO tracking (application_name, notification_id) VALUES (?, ?)"
+        " ON CONFLICT (application_name) DO UPDATE SET notification_id = excluded.notification_id",
+        (TRACKING_NAME, position),
+    )
+
+
+def get_position(conn: apsw.Connection) -> int:
+    """The last log position the projections applied (0 when none)."""
+    rows = conn.execute(
+        "SELECT notification_id FROM tracking WHERE application_name = ?", (TRACKING_NAME,)
+    ).fetchall()
+    return int(rows[0][0]) if rows else 0
+
+
+def ensure_schema(conn: apsw.Connection) -> None:
+    """Create the event log, tracking and projection tables when missing."""
+    user_version = conn.execute("PRAGMA user_version").fetchall()[0][0]
+    if user_version == SCHEMA_VERSION:
+        return
+    with conn:
+        for statement in EVENTS_SCHEMA:
+            conn.execute(statement)
+        ProjectionSet().create(conn)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def connect(path: Path | str, *, readonly: bool = False) -> apsw.Connection:
+    """Open state.db for projections and queries: tokenizer registered, schema present."""
+    conn = open_db(path, readonly=readonly, hooks=[register_tokenizer])
+    if not readonly:
+        ensure_schema(conn)
+    return conn

@@ -1,0 +1,72 @@
+"""The full-text index over message content (FTS5, external content, ``hermes`` tokenizer)."""
+
+from __future__ import annotations
+
+import apsw
+
+from hermes_es import events as ev
+from hermes_es.aggregates.state import SessionState
+from hermes_es.aggregates.validation import content_text
+from hermes_es.projections.base import Change, message_row_id
+from hermes_es.projections.fts import create_fts_sql
+
+
+def _new_messages(e: ev.Event) -> list[ev.Message]:
+    if isinstance(e, ev.MessageAppended | ev.MessageEdited):
+        return [e.message]
+    if isinstance(e, ev.TurnAppended | ev.HistoryImported):
+        return e.messages
+    if isinstance(e, ev.CompactedInPlace):
+        return e.summary
+    return []
+
+
+class SearchProjector:
+    """Indexes every stored message row; rows are only ever added or physically deleted."""
+
+    name = "search"
+
+    def __init__(self, prefix: str = "") -> None:
+        self.p = prefix
+        self.table = f"{prefix}messages_fts"
+        self._insert = f"INSERT INTO {self.table} (rowid, content) VALUES (?, ?)"
+
+    def tables(self) -> list[str]:
+        """Table names (the FTS5 virtual table)."""
+        return [self.table]
+
+    def schema(self) -> list[str]:
+        """The FTS table points at ``messages`` even while rebuilding under a prefix."""
+        return [create_fts_sql(self.table, "messages", "id")]
+
+    def indexes(self) -> list[str]:
+        """None beyond the FTS index itself."""
+        return []
+
+    def apply(self, conn: apsw.Connection, change: Change) -> None:
+        """Index the text of every message the event adds."""
+        messages = _new_messages(change.event)
+        if len(messages) == 1:
+            conn.execute(
+                self._insert,
+                (message_row_id(change.position, 0), content_text(messages[0].content)),
+            )
+        elif messages:
+            conn.executemany(
+                self._insert,
+                [
+                    (message_row_id(change.position, i), content_text(m.content))
+                    for i, m in enumerate(messages)
+                ],
+            )
+
+    def settle(self, conn: apsw.Connection, states: dict[str, SessionState]) -> None:
+        """Nothing per session."""
+
+    def forget(self, conn: apsw.Connection, session_id: str) -> None:
+        """Remove the session's index entries (run before its message rows go)."""
+        conn.execute(
+            f"INSERT INTO {self.table} ({self.table}, rowid, content)"
+            f" SELECT 'delete', id, content FROM {self.p}messages WHERE session_id = ?",
+            (session_id,),
+        )

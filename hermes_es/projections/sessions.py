@@ -1,0 +1,112 @@
+"""The ``sessions`` read model (one row per session) and the same-transaction head rows."""
+
+from __future__ import annotations
+
+import json
+
+import apsw
+
+from hermes_es.aggregates.state import SessionState, encode_state
+from hermes_es.projections.base import Change
+
+COLUMNS = (
+    "id", "source", "profile", "user_id", "model", "reasoning", "title", "title_kind",
+    "parent_id", "parent_kind", "root_id", "cwd", "workspace_key", "started_at", "last_active",
+    "ended", "end_reason", "archived", "pinned", "hidden", "message_count", "active_count",
+    "compacted_count", "imported_count", "tokens_in", "tokens_out", "version", "display_version",
+    "prompt_hash", "prompt_version", "refresh_pending", "tools", "continued_into",
+    "imported_from", "preview",
+)  # fmt: skip
+
+
+class SessionsProjector:
+    """Keeps ``sessions`` and ``session_heads`` equal to the fold of each stream."""
+
+    name = "sessions"
+
+    def __init__(self, prefix: str = "") -> None:
+        self.p = prefix
+        cols = ", ".join(COLUMNS)
+        marks = ", ".join("?" * len(COLUMNS))
+        updates = ", ".join(f"{c} = excluded.{c}" for c in COLUMNS[1:])
+        self._upsert = (
+            f"INSERT INTO {prefix}sessions ({cols}) VALUES ({marks})"
+            f" ON CONFLICT (id) DO UPDATE SET {updates}"
+        )
+        self._head = (
+            f"INSERT INTO {prefix}session_heads (id, version, state) VALUES (?, ?, ?)"
+            " ON CONFLICT (id) DO UPDATE SET version = excluded.version, state = excluded.state"
+        )
+        self._root = f"SELECT root_id FROM {prefix}sessions WHERE id = ?"
+        self._previews: dict[str, str] = {}
+
+    def tables(self) -> list[str]:
+        """Table names."""
+        return [f"{self.p}sessions", f"{self.p}session_heads"]
+
+    def schema(self) -> list[str]:
+        """Tables; every column a list, picker, filter or prune needs."""
+        p = self.p
+        return [
+            f"CREATE TABLE IF NOT EXISTS {p}sessions ("
+            " id TEXT PRIMARY KEY, source TEXT NOT NULL, profile TEXT NOT NULL,"
+            " user_id TEXT NOT NULL, model TEXT NOT NULL, reasoning TEXT NOT NULL,"
+            " title TEXT NOT NULL, title_kind TEXT NOT NULL, parent_id TEXT NOT NULL,"
+            " parent_kind TEXT NOT NULL, root_id TEXT NOT NULL, cwd TEXT NOT NULL,"
+            " workspace_key TEXT NOT NULL, started_at REAL NOT NULL, last_active REAL NOT NULL,"
+            " ended INTEGER NOT NULL, end_reason TEXT NOT NULL, archived TEXT NOT NULL,"
+            " pinned INTEGER NOT NULL, hidden INTEGER NOT NULL, message_count INTEGER NOT NULL,"
+            " active_count INTEGER NOT NULL, compacted_count INTEGER NOT NULL,"
+            " imported_count INTEGER NOT NULL, tokens_in INTEGER NOT NULL,"
+            " tokens_out INTEGER NOT NULL, version INTEGER NOT NULL,"
+            " display_version INTEGER NOT NULL, prompt_hash TEXT NOT NULL,"
+            " prompt_version INTEGER NOT NULL, refresh_pending INTEGER NOT NULL,"
+            " tools TEXT, continued_into TEXT NOT NULL, imported_from TEXT NOT NULL,"
+            " preview TEXT NOT NULL)",
+            f"CREATE TABLE IF NOT EXISTS {p}session_heads ("
+            " id TEXT PRIMARY KEY, version INTEGER NOT NULL, state BLOB NOT NULL) WITHOUT ROWID",
+        ]
+
+    def indexes(self) -> list[str]:
+        """Secondary indexes for lists, title resolution and chains."""
+        return [
+            "CREATE INDEX IF NOT EXISTS sessions_last_active ON sessions (last_active DESC)",
+            "CREATE UNIQUE INDEX IF NOT EXISTS sessions_title ON sessions (title COLLATE NOCASE)"
+            " WHERE title <> ''",
+            "CREATE INDEX IF NOT EXISTS sessions_root ON sessions (root_id)",
+            "CREATE INDEX IF NOT EXISTS sessions_parent ON sessions (parent_id)",
+            "CREATE INDEX IF NOT EXISTS sessions_workspace ON sessions (workspace_key)",
+        ]
+
+    def apply(self, conn: apsw.Connection, change: Change) -> None:
+        """Per-event work is done in ``settle``; the fold carries the state."""
+
+    def settle(self, conn: apsw.Connection, states: dict[str, SessionState]) -> None:
+        """Upsert the session row and the head row of every touched session."""
+        for state in states.values():
+            root = state.session_id
+            if state.parent_kind == "compression" and state.parent_id:
+                row = conn.execute(self._root, (state.parent_id,)).fetchall()
+                root = str(row[0][0]) if row else state.parent_id
+            conn.execute(self._upsert, row_of(state, root))
+            conn.execute(self._head, (state.session_id, state.version, encode_state(state)))
+
+    def forget(self, conn: apsw.Connection, session_id: str) -> None:
+        """Remove the session's rows."""
+        conn.execute(f"DELETE FROM {self.p}sessions WHERE id = ?", (session_id,))
+        conn.execute(f"DELETE FROM {self.p}session_heads WHERE id = ?", (session_id,))
+
+
+def row_of(state: SessionState, root_id: str) -> tuple[object, ...]:
+    """The sessions row for a folded state."""
+    return (
+        state.session_id, state.source, state.profile, state.user_id, state.model,
+        state.reasoning, state.title, state.title_kind, state.parent_id, state.parent_kind,
+        root_id, state.cwd, state.workspace_key, state.started_at, state.last_active,
+        int(state.ended), state.end_reason, state.archived, int(state.pinned), int(state.hidden),
+        state.message_count, state.active_count, state.compacted_count, state.imported_count,
+        state.tokens_in, state.tokens_out, state.version, state.display_version,
+        state.prompt_hash, state.prompt_version, int(state.refresh_pending),
+        None if state.tools is None else json.dumps(state.tools), state.continued_into,
+        state.imported_from, state.preview,
+    )  # fmt: skip

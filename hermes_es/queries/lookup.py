@@ -1,0 +1,90 @@
+"""Small reads of the projection tables that commands need inside their transaction."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import apsw
+
+
+def was_deleted(conn: apsw.Connection, session_id: str) -> bool:
+    """True when a delete receipt exists for ``session_id``."""
+    return bool(
+        conn.execute("SELECT 1 FROM deletions WHERE session_id = ? LIMIT 1", (session_id,)).fetchall()
+    )
+
+
+def prompt_exists(conn: apsw.Connection, sha: str) -> bool:
+    """True when the prompt text with this hash is stored."""
+    return bool(conn.execute("SELECT 1 FROM prompts WHERE sha256 = ?", (sha,)).fetchall())
+
+
+def prompt_text(conn: apsw.Connection, sha: str) -> str | None:
+    """The stored prompt text with this hash."""
+    rows = conn.execute("SELECT text FROM prompts WHERE sha256 = ?", (sha,)).fetchall()
+    return str(rows[0][0]) if rows else None
+
+
+def title_owner(conn: apsw.Connection, title: str) -> str | None:
+    """The session that holds ``title`` (case-insensitive), if any."""
+    rows = conn.execute(
+        "SELECT id FROM sessions WHERE title = ? COLLATE NOCASE AND title <> ''", (title,)
+    ).fetchall()
+    return str(rows[0][0]) if rows else None
+
+
+_VARIANT = re.compile(r"^(?P<base>.*?) #(?P<n>\d+)$")
+
+
+def base_title(title: str) -> str:
+    """``my project`` for ``my project #3``."""
+    m = _VARIANT.match(title)
+    return m.group("base") if m else title
+
+
+def next_lineage_title(conn: apsw.Connection, title: str) -> str:
+    """The next free ``#N`` variant of a title's base (``my project #2``, ``#3``, …)."""
+    base = base_title(title)
+    rows = conn.execute(
+        "SELECT title FROM sessions WHERE title = ? COLLATE NOCASE OR title LIKE ? ESCAPE '\\'",
+        (base, _like_escape(base) + " #%"),
+    ).fetchall()
+    highest = 1
+    for (t,) in rows:
+        m = _VARIANT.match(str(t))
+        if m and m.group("base").lower() == base.lower():
+            highest = max(highest, int(m.group("n")))
+    return f"{base} #{highest + 1}"
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def seqs_for_uids(conn: apsw.Connection, session_id: str, uids: Sequence[str]) -> dict[str, int]:
+    """Sequence numbers of already-stored messages with these uids."""
+    marks = ",".join("?" * len(uids))
+    rows = conn.execute(
+        f"SELECT uid, seq FROM messages WHERE session_id = ? AND uid IN ({marks})",
+        (session_id, *uids),
+    ).fetchall()
+    return {str(u): int(s) for u, s in rows}
+
+
+def active_user_seqs(conn: apsw.Connection, session_id: str) -> list[int]:
+    """Sequence numbers of the active user messages, in display order."""
+    rows = conn.execute(
+        "SELECT seq FROM messages WHERE session_id = ? AND state = 'active' AND imported = 0"
+        " AND role = 'user' ORDER BY ord, seq",
+        (session_id,),
+    ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def role_of(conn: apsw.Connection, session_id: str, seq: int) -> str | None:
+    """The role of message ``seq``."""
+    rows = conn.execute(
+        "SELECT role FROM messages WHERE session_id = ? AND seq = ?", (session_id, seq)
+    ).fetchall()
+    return str(rows[0][0]) if rows else None

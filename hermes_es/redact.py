@@ -1,0 +1,417 @@
+"""Secret redaction for shareable session exports (``hermes sessions export --redact``).
+
+Each secret is replaced by a marker naming its kind, e.g. ``[REDACTED:openai_key]``, so a reader
+knows something was there. Only the secret itself is replaced: the label of a
+``password=...`` assignment, the user and host of a ``scheme://user:pass@host`` URL and the
+``Bearer`` scheme of an ``Authorization`` header are kept. Rules run in a fixed order, most
+specific first, and text that is already a marker is never matched again, so redaction is
+idempotent. Patterns are compiled once at import; matching uses the stdlib ``re`` module only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+__all__ = [
+    "RedactionStats",
+    "marker",
+    "redact",
+    "redact_value",
+    "redact_with_count",
+    "redact_with_stats",
+]
+
+_MARKER_RE = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
+
+
+def marker(kind: str) -> str:
+    """Return the replacement text for a secret of ``kind``."""
+    return f"[REDACTED:{kind}]"
+
+
+@dataclass
+class RedactionStats:
+    """How many secrets were redacted, by kind."""
+
+    by_kind: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def total(self) -> int:
+        """Number of secrets redacted in all."""
+        return sum(self.by_kind.values())
+
+    def add(self, kind: str) -> None:
+        """Count one redacted secret of ``kind``."""
+        self.by_kind[kind] += 1
+
+
+# A classifier decides, given a match, the kind to redact it as, or None to leave it alone.
+_Classifier = Callable[[re.Match[str]], str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    """One compiled pattern; its ``secret`` group is what gets replaced."""
+
+    pattern: re.Pattern[str]
+    classify: _Classifier
+
+
+def _always(kind: str) -> _Classifier:
+    """Classifier that accepts every match as ``kind``."""
+    return lambda _m: kind
+
+
+def _fixed(kind: str, regex: str, flags: int = 0) -> _Rule:
+    """Rule whose whole match (or ``secret`` group) is always a secret of ``kind``."""
+    if "(?P<secret>" not in regex:
+        regex = f"(?P<secret>{regex})"
+    return _Rule(re.compile(regex, flags), _always(kind))
+
+
+# --- classifying labels such as ``OPENAI_API_KEY``, ``"clientSecret"``, ``--password`` --------
+
+_CAMEL_RE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_KEY_SPLIT_RE = re.compile(r"[_.\-]+")
+_PASSWORD_SUFFIXES = ("password", "passwd", "passphrase")
+_PASSWORD_WORDS = frozenset({"pass", "pwd", "pw"})
+_NOT_SECRET_KEYS = frozenset({"pwd", "oldpwd"})  # shell working-directory variables
+_KEY_PAIRS: Mapping[str, str] = {
+    "api": "api_key",
+    "access": "secret",
+    "secret": "secret",
+    "private": "private_key",
+    "signing": "secret",
+    "master": "secret",
+    "account": "secret",
+    "auth": "secret",
+    "encryption": "secret",
+    "session": "secret",
+    "client": "secret",
+    "license": "secret",
+}
+
+
+def _key_parts(key: str) -> list[str]:
+    """Split a label into lower-case words: ``clientSecret`` → ``["client", "secret"]``."""
+    return [p for p in _KEY_SPLIT_RE.split(_CAMEL_RE.sub("_", key).lower()) if p]
+
+
+def _key_family(key: str) -> str | None:
+    """Return the secret family a label names (``password``, ``token``, ...), or None."""
+    if key.lower() in _NOT_SECRET_KEYS:
+        return None
+    parts = _key_parts(key)
+    if not parts:
+        return None
+    last = parts[-1]
+    if last.endswith(_PASSWORD_SUFFIXES) or last in _PASSWORD_WORDS:
+        return "password"
+    if last == "key" and len(parts) >= 2:
+        for prefix, family in _KEY_PAIRS.items():
+            if parts[-2].endswith(prefix):
+                return family
+        return None
+    if last.endswith("apikey"):
+        return "api_key"
+    if last.endswith("secret"):
+        return "secret"
+    if last.endswith("token"):
+        return "token"
+    if last in ("auth", "credential", "credentials"):
+        return "credential"
+    return None
+
+
+# --- deciding whether a labelled value is a real secret or code, a placeholder, a path -------
+
+_STOP_VALUES = frozenset(
+    {
+        "none",
+        "null",
+        "nil",
+        "true",
+        "false",
+        "undefined",
+        "yes",
+        "no",
+        "on",
+        "off",
+        "required",
+        "optional",
+        "str",
+        "string",
+        "bytes",
+        "int",
+        "secretstr",
+        "secretbytes",
+        "redacted",
+        "hidden",
+        "masked",
+        "your_api_key",
+        "your-api-key",
+        "your_token",
+        "your_password",
+    }
+)
+_MASKED_RE = re.compile(r"^[*xX.•#_-]+$")
+_PLACEHOLDER_RE = re.compile(r"^\$|^%\w+%$|\$\{|\{\{|^<[^>]*>$|os\.environ|getenv|^\.\.\.$")
+_PATH_RE = re.compile(r"^(?:~?/|\.{1,2}/|[A-Za-z]:\\)")
+_CODE_CHARS_RE = re.compile(r"[()\[\]{}]")
+_DOTTED_RE = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
+_IDENT_RE = re.compile(r"^[A-Za-z_]\w*$")
+_WORDLIKE_RE = re.compile(r"^(?:[a-z]+|[A-Z][a-z]+)$")
+
+
+def _is_variable_name(value: str) -> bool:
+    """True for identifiers that read as a variable, e.g. ``user_password`` or ``apiKey``."""
+    if not _IDENT_RE.match(value):
+        return False
+    parts = _key_parts(value)
+    return len(parts) >= 2 and _key_family(value) is not None
+
+
+def _plausible(value: str, family: str, *, quoted: bool) -> bool:
+    """True if ``value``, labelled as ``family``, looks like a real secret worth redacting."""
+    stripped = value.strip()
+    if not stripped or _MARKER_RE.search(value):
+        return False
+    if stripped.lower() in _STOP_VALUES or _MASKED_RE.match(stripped):
+        return False
+    if _PLACEHOLDER_RE.search(stripped) or _PATH_RE.match(stripped):
+        return False
+    if not quoted and (
+        _CODE_CHARS_RE.search(stripped) or _DOTTED_RE.match(stripped) or _is_variable_name(stripped)
+    ):
+        return False
+    if family == "password":
+        return len(stripped) >= 3
+    return len(stripped) >= 8 and " " not in value and not _WORDLIKE_RE.match(stripped)
+
+
+def _after(m: re.Match[str], n: int = 2) -> str:
+    """The ``n`` characters that follow the match."""
+    return m.string[m.end() : m.end() + n]
+
+
+def _labelled(*, quoted: bool) -> _Classifier:
+    """Classifier for ``key = value`` assignments: key must name a secret, value must look real."""
+
+    def classify(m: re.Match[str]) -> str | None:
+        family = _key_family(m.group("key"))
+        value = m.group("secret")
+        if family is None or not _plausible(value, family, quoted=quoted):
+            return None
+        if not quoted and m.group("op") == ":" and not _ends_line(m):
+            return None
+        if not quoted and _IDENT_RE.match(value) and _after(m).startswith((")", ", ")):
+            return None  # a keyword argument passing a variable: f(password=pw, ...)
+        return family
+
+    return classify
+
+
+def _ends_line(m: re.Match[str]) -> bool:
+    """True if only spaces, a comment, ``,`` or ``}`` follow the match on its line."""
+    rest = m.string[m.end() : m.end() + 200].split("\n", 1)[0].strip()
+    return rest == "" or rest.startswith(("#", ",", "}"))
+
+
+def _flag(m: re.Match[str]) -> str | None:
+    """Classifier for ``--password value``: a secret flag whose value is not a plain word."""
+    family = _key_family(m.group("key"))
+    value = m.group("secret")
+    if family is None or (value.isalpha() and value.islower()):
+        return None
+    return family if _plausible(value, family, quoted=bool(m.group("q"))) else None
+
+
+def _url_password(m: re.Match[str]) -> str | None:
+    """Classifier for ``scheme://user:pass@host``: skip ``host:port@`` oddities and env refs."""
+    value = m.group("secret")
+    if (value.isdigit() and not m.group("user")) or value.startswith("$"):
+        return None
+    return "url_password"
+
+
+def _bearer(m: re.Match[str]) -> str | None:
+    """Classifier for Authorization header values: skip env refs and placeholders."""
+    value = m.group("secret")
+    if len(value) < 8 or not _plausible(value, "token", quoted=True):
+        return None
+    return "bearer_token"
+
+
+# --- the rules, most specific first ------------------------------------------------------------
+
+_B = r"(?<![A-Za-z0-9_-])"  # a token starts here: not glued to a preceding word
+_E = r"(?![A-Za-z0-9_-])"  # and ends here
+_PEM_LABEL = r"[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?"
+_PEM_BODY = r"(?:(?:\s|\\[nr])+[A-Za-z0-9+/=]{16,})*"  # an unterminated block: base64 lines
+_KEY = r"(?P<kq>\\?[\"']?)(?P<key>[A-Za-z_][\w.-]{0,63})(?P=kq)"
+_KEY_HINT = r"(?=\\?[\"']?[\w.-]{0,64}?(?i:pass|pwd|pw\b|secret|token|key|auth|cred))"
+_OP = r"[ \t]*(?P<op>=>|=(?!=)|:(?![:/]))[ \t]*"
+_LABEL = rf"(?<!\w){_KEY_HINT}{_KEY}{_OP}"
+
+_RULES: tuple[_Rule, ...] = (
+    # Whole private-key blocks: a service-account JSON field, then any PEM block.
+    _Rule(
+        re.compile(
+            r"(?P<kq>\\?\")private_key(?P=kq)\s*:\s*(?P=kq)"
+            r"(?P<secret>-----BEGIN(?:[^\"\\]|\\[^\"])+)"
+        ),
+        _always("gcp_private_key"),
+    ),
+    _fixed(
+        "private_key",
+        rf"-----BEGIN {_PEM_LABEL}-----(?:.*?-----END {_PEM_LABEL}-----|{_PEM_BODY})",
+        re.DOTALL,
+    ),
+    # Provider keys with distinctive prefixes.
+    _fixed("anthropic_key", rf"{_B}sk-ant-[A-Za-z0-9_-]{{20,}}"),
+    _fixed("openrouter_key", rf"{_B}sk-or-[A-Za-z0-9_-]{{20,}}"),
+    _fixed("openai_key", rf"{_B}sk-(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{{20,}}"),
+    _fixed("openai_key", rf"{_B}sk-[A-Za-z0-9]{{32,}}{_E}"),
+    _fixed("stripe_key", rf"{_B}(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{{16,}}{_E}"),
+    _fixed("stripe_key", rf"{_B}whsec_[A-Za-z0-9]{{24,}}{_E}"),
+    _fixed("google_api_key", rf"{_B}AIza[0-9A-Za-z_-]{{35}}{_E}"),
+    _fixed("groq_key", rf"{_B}gsk_[A-Za-z0-9]{{20,}}{_E}"),
+    _fixed("huggingface_token", rf"{_B}hf_[A-Za-z0-9]{{30,}}{_E}"),
+    _fixed("xai_key", rf"{_B}xai-[A-Za-z0-9]{{40,}}{_E}"),
+    _fixed("github_token", rf"{_B}gh[pousr]_[A-Za-z0-9]{{30,}}{_E}"),
+    _fixed("github_token", rf"{_B}github_pat_[A-Za-z0-9_]{{22,}}{_E}"),
+    _fixed("gitlab_token", rf"{_B}glpat-[A-Za-z0-9_-]{{20,}}{_E}"),
+    _fixed("npm_token", rf"{_B}npm_[A-Za-z0-9]{{36}}{_E}"),
+    _fixed("pypi_token", rf"{_B}pypi-AgE[A-Za-z0-9_-]{{50,}}"),
+    _fixed("sendgrid_key", rf"{_B}SG\.[A-Za-z0-9_-]{{22}}\.[A-Za-z0-9_-]{{43}}{_E}"),
+    _fixed("slack_token", rf"{_B}xox[abprse]-[A-Za-z0-9-]{{10,}}"),
+    _fixed("slack_token", rf"{_B}xapp-[0-9]-[A-Za-z0-9-]{{10,}}"),
+    _fixed(
+        "slack_webhook",
+        r"https://hooks\.slack\.com/(?P<secret>(?:services|workflows|triggers)/[A-Za-z0-9/_-]+)",
+    ),
+    _fixed(
+        "discord_webhook",
+        r"https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/(?P<secret>\d+/[\w-]+)",
+    ),
+    _fixed("telegram_bot_token", r"(?<![\d:])\d{8,10}:AA[A-Za-z0-9_-]{33}(?![\w-])"),
+    _fixed(
+        "aws_access_key_id", r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])"
+    ),
+    _fixed(
+        "aws_secret_key",
+        r"(?i:aws_?secret_?(?:access_?)?key|SecretAccessKey)[\"']?[ \t]*[:=][ \t]*[\"']?"
+        r"(?P<secret>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])",
+    ),
+    _fixed(
+        "mistral_key",
+        r"(?i:mistral[_-]?api[_-]?key)[\"']?[ \t]*[:=][ \t]*[\"']?(?P<secret>[A-Za-z0-9]{32})"
+        r"(?![A-Za-z0-9])",
+    ),
+    # Tokens that carry their own structure.
+    _fixed("jwt", rf"{_B}eyJ[A-Za-z0-9_-]{{8,}}\.eyJ[A-Za-z0-9_-]{{8,}}\.[A-Za-z0-9_-]*{_E}"),
+    _Rule(
+        re.compile(
+            r"(?i:authorization)[\"']?[ \t]*[:=][ \t]*[\"']?"
+            r"(?:(?i:bearer|basic|token|bot|digest)[ \t]+)?"
+            r"(?!(?i:bearer|basic|token|bot|digest)\b)(?P<secret>[A-Za-z0-9._~+/:-]+=*)"
+        ),
+        _bearer,
+    ),
+    _fixed("bearer_token", r"\bBearer[ \t]+(?P<secret>(?=[\w.~+/-]*\d)[\w.~+/-]{16,}=*)"),
+    _Rule(
+        re.compile(
+            r"\b[A-Za-z][A-Za-z0-9+.-]*://(?P<user>[^\s:/?#@\"'<>]*):"
+            r"(?P<secret>[^\s/?#\"'<>]+)@(?=[A-Za-z0-9\[])"
+        ),
+        _url_password,
+    ),
+    # Generic labelled assignments in env, JSON, YAML, TOML, Python and shell style.
+    _Rule(
+        re.compile(rf"{_LABEL}(?P<vq>\\?\")(?P<secret>(?:[^\"\\\n]|\\[^\"\n])*)(?P=vq)"),
+        _labelled(quoted=True),
+    ),
+    _Rule(re.compile(rf"{_LABEL}'(?P<secret>[^'\n]*)'"), _labelled(quoted=True)),
+    _Rule(
+        re.compile(rf"{_LABEL}(?P<secret>[^\s\"'`,;&|<>(){{}}\[\]\\]+)"),
+        _labelled(quoted=False),
+    ),
+    _Rule(
+        re.compile(
+            r"(?<![\w-])--(?P<key>[A-Za-z][\w-]{0,63})[ \t]+(?P<q>[\"']?)"
+            r"(?P<secret>[^\s\"'`;&|<>()$-][^\s\"'`;&|<>()]*)(?P=q)"
+        ),
+        _flag,
+    ),
+)
+
+
+def _apply(rule: _Rule, text: str, stats: RedactionStats) -> str:
+    """Replace the ``secret`` group of each accepted match of ``rule`` with its marker."""
+
+    def replace(m: re.Match[str]) -> str:
+        whole = m.group(0)
+        secret = m.group("secret")
+        if not secret or _MARKER_RE.search(secret):
+            return whole
+        kind = rule.classify(m)
+        if kind is None:
+            return whole
+        stats.add(kind)
+        start, end = m.span("secret")
+        base = m.start()
+        return whole[: start - base] + marker(kind) + whole[end - base :]
+
+    return rule.pattern.sub(replace, text)
+
+
+def redact_with_stats(text: str, stats: RedactionStats | None = None) -> tuple[str, RedactionStats]:
+    """Redact secrets in ``text``; return the result and per-kind counts (added to ``stats``)."""
+    stats = RedactionStats() if stats is None else stats
+    for rule in _RULES:
+        text = _apply(rule, text, stats)
+    return text, stats
+
+
+def redact_with_count(text: str) -> tuple[str, int]:
+    """Redact secrets in ``text``; return the result and how many secrets were replaced."""
+    redacted, stats = redact_with_stats(text)
+    return redacted, stats.total
+
+
+def redact(text: str) -> str:
+    """Return ``text`` with every recognised secret replaced by a ``[REDACTED:kind]`` marker."""
+    return redact_with_stats(text)[0]
+
+
+def redact_value(value: object, stats: RedactionStats | None = None) -> object:
+    """Redact strings anywhere inside ``value`` (dicts, lists, tuples); other values pass through.
+
+    A string stored under a key that names a secret (``{"api_key": "..."}``) is replaced whole
+    when it looks like a real secret, even without a recognisable provider prefix.
+    """
+    stats = RedactionStats() if stats is None else stats
+    if isinstance(value, str):
+        return redact_with_stats(value, stats)[0]
+    if isinstance(value, dict):
+        return {k: _redact_entry(k, v, stats) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_value(item, stats) for item in value]
+    if isinstance(value, tuple):
+        return tuple(redact_value(item, stats) for item in value)
+    return value
+
+
+def _redact_entry(key: object, value: object, stats: RedactionStats) -> object:
+    """Redact one dict entry, treating a string under a secret-naming key as a secret."""
+    if isinstance(key, str) and isinstance(value, str):
+        redacted = redact_with_stats(value, stats)[0]
+        family = _key_family(key)
+        if redacted == value and family is not None and _plausible(value, family, quoted=True):
+            stats.add(family)
+            return marker(family)
+        return redacted
+    return redact_value(value, stats)

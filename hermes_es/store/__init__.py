@@ -1,0 +1,1 @@
+"""Storage: APSW connections, the eventsourcing persistence module, and the event codec."""

@@ -1,0 +1,51 @@
+"""Opening state.db: WAL, synchronous=NORMAL, a busy timeout in seconds, IMMEDIATE writers, 0600."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import apsw
+
+BUSY_TIMEOUT_MS = 30_000
+"""How long a writer waits for another writer before giving up (milliseconds)."""
+
+ConnectionHook = Callable[[apsw.Connection], None]
+
+
+def _create_private(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    os.close(fd)
+    os.chmod(path, 0o600)
+
+
+def open_db(
+    path: Path | str, *, readonly: bool = False, hooks: Iterable[ConnectionHook] = ()
+) -> apsw.Connection:
+    """Open (creating when needed, unless ``readonly``) a state.db with the store's settings."""
+    path = Path(path)
+    if readonly:
+        flags = apsw.SQLITE_OPEN_READONLY
+    else:
+        if not path.exists():
+            _create_private(path)
+        flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    conn = apsw.Connection(str(path), flags=flags)
+    conn.setbusytimeout(BUSY_TIMEOUT_MS)
+    if not readonly:
+        conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA secure_delete=ON")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA temp_store=MEMORY")
+    conn.transaction_mode = "IMMEDIATE"
+    for hook in hooks:
+        hook(conn)
+    return conn
+
+
+def checkpoint(conn: apsw.Connection, *, truncate: bool = True) -> None:
+    """Copy the WAL into the database file (and truncate the WAL so old pages leave the disk)."""
+    conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_TRUNCATE if truncate else apsw.SQLITE_CHECKPOINT_PASSIVE)

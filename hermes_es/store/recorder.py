@@ -1,0 +1,312 @@
+"""The APSW event recorders behind eventsourcing's persistence interface.
+
+Each public method opens its own transaction and calls a private ``_method(conn, …)`` so the
+session engine can share one IMMEDIATE transaction between "insert events" and "apply every
+projection". Driver errors are translated into eventsourcing's error tree.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import apsw
+from eventsourcing.persistence import (
+    AggregateRecorder,
+    ApplicationRecorder,
+    IntegrityError,
+    Notification,
+    OperationalError,
+    PersistenceError,
+    ProcessRecorder,
+    StoredEvent,
+    Subscription,
+    Tracking,
+    TrackingRecorder,
+)
+
+from hermes_es.store.db import ConnectionHook, open_db
+from hermes_es.store.schema import EVENTS_SCHEMA
+
+
+
+def _oid(originator_id: UUID | str) -> str:
+    return originator_id.hex if isinstance(originator_id, UUID) else originator_id
+
+
+@contextmanager
+def translated_errors() -> Iterator[None]:
+    """Map APSW driver errors onto eventsourcing's persistence errors."""
+    try:
+        yield
+    except apsw.ConstraintError as exc:
+        raise IntegrityError(str(exc)) from exc
+    except (apsw.BusyError, apsw.LockedError) as exc:
+        raise OperationalError(f"database is busy: {exc}") from exc
+    except apsw.Error as exc:
+        raise PersistenceError(str(exc)) from exc
+
+
+class ApswDatastore:
+    """One state.db file; one APSW connection per thread, opened on first use."""
+
+    def __init__(self, path: Path | str, *, hooks: Sequence[ConnectionHook] = ()) -> None:
+        self.path = Path(path)
+        self.hooks = list(hooks)
+        self._local = threading.local()
+        self._all: list[apsw.Connection] = []
+        self._lock = threading.Lock()
+
+    def add_hook(self, hook: ConnectionHook) -> None:
+        """Run ``hook`` on every connection opened from now on."""
+        self.hooks.append(hook)
+
+    def connection(self) -> apsw.Connection:
+        """This thread's connection."""
+        conn: apsw.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = open_db(self.path, hooks=self.hooks)
+            with translated_errors(), conn:
+                for statement in EVENTS_SCHEMA:
+                    conn.execute(statement)
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[apsw.Connection]:
+        """An IMMEDIATE write transaction (or a savepoint inside an open one)."""
+        conn = self.connection()
+        with translated_errors(), conn:
+            yield conn
+
+    def close(self) -> None:
+        """Close every connection this datastore opened."""
+        with self._lock:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+        self._local = threading.local()
+
+
+class ApswApplicationRecorder(ApplicationRecorder):
+    """Stores events in the ``events`` table; the row id is the notification id."""
+
+    def __init__(self, datastore: ApswDatastore) -> None:
+        self.datastore = datastore
+
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        """Insert events atomically; returns their notification ids."""
+        with self.datastore.transaction() as conn:
+            ids = self._insert_events(conn, stored_events)
+            tracking = kwargs.get("tracking")
+            if isinstance(tracking, Tracking):
+                _insert_tracking(conn, tracking)
+            return ids
+
+    def _insert_events(self, conn: apsw.Connection, stored_events: Sequence[StoredEvent]) -> list[int]:
+        ids: list[int] = []
+        with translated_errors():
+            for s in stored_events:
+                row = conn.execute(
+                    "INSERT INTO events (originator_id, originator_version, topic, state)"
+                    " VALUES (?, ?, ?, ?) RETURNING id",
+                    (_oid(s.originator_id), s.originator_version, s.topic, s.state),
+                ).fetchall()
+                ids.append(int(row[0][0]))
+        return ids
+
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        """Events of one stream, in version order."""
+        conn = self.datastore.connection()
+        with translated_errors():
+            return self._select_events(conn, _oid(originator_id), gt=gt, lte=lte, desc=desc, limit=limit)
+
+    def _select_events(
+        self,
+        conn: apsw.Connection,
+        originator_id: str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> list[StoredEvent]:
+        sql = "SELECT originator_version, topic, state FROM events WHERE originator_id = ?"
+        params: list[Any] = [originator_id]
+        if gt is not None:
+            sql += " AND originator_version > ?"
+            params.append(gt)
+        if lte is not None:
+            sql += " AND originator_version <= ?"
+            params.append(lte)
+        sql += " ORDER BY originator_version " + ("DESC" if desc else "ASC")
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        originator: UUID | str = originator_id
+        if len(originator_id) == 32:
+            try:
+                originator = UUID(hex=originator_id)
+            except ValueError:
+                originator = originator_id
+        return [
+            StoredEvent(originator_id=originator, originator_version=v, topic=t, state=bytes(s))
+            for v, t, s in conn.execute(sql, params)
+        ]
+
+    def select_notifications(
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None = None,
+        topics: Sequence[str] = (),
+        *,
+        inclusive_of_start: bool = True,
+    ) -> Sequence[Notification]:
+        """Events of every stream, in notification (commit) order."""
+        sql = "SELECT id, originator_id, originator_version, topic, state FROM events WHERE 1"
+        params: list[Any] = []
+        if start is not None:
+            sql += " AND id >= ?" if inclusive_of_start else " AND id > ?"
+            params.append(start)
+        if stop is not None:
+            sql += " AND id <= ?"
+            params.append(stop)
+        if topics:
+            sql += f" AND topic IN ({','.join('?' * len(topics))})"
+            params.extend(topics)
+        sql += " ORDER BY id LIMIT ?"
+        params.append(limit)
+        conn = self.datastore.connection()
+        with translated_errors():
+            rows = conn.execute(sql, params).fetchall()
+        out = []
+        for nid, oid, version, topic, state in rows:
+            originator: UUID | str = oid
+            if len(oid) == 32:
+                try:
+                    originator = UUID(hex=oid)
+                except ValueError:
+                    originator = oid
+            out.append(
+                Notification(
+                    id=nid,
+                    originator_id=originator,
+                    originator_version=version,
+                    topic=topic,
+                    state=bytes(state),
+                )
+            )
+        return out
+
+    def max_notification_id(self) -> int | None:
+        """The newest notification id, or None when the log is empty."""
+        conn = self.datastore.connection()
+        with translated_errors():
+            return _max_notification_id(conn)
+
+    def subscribe(
+        self, gt: int | None = None, topics: Sequence[str] = ()
+    ) -> Subscription[ApplicationRecorder]:
+        """A polling subscription: yields new notifications as other connections commit them."""
+        return PollingSubscription(self, gt=gt, topics=topics)
+
+
+def _max_notification_id(conn: apsw.Connection) -> int | None:
+    row = conn.execute("SELECT MAX(id) FROM events").fetchall()
+    return None if row[0][0] is None else int(row[0][0])
+
+
+class PollingSubscription(Subscription[ApplicationRecorder]):
+    """Iterates notifications after ``gt``, polling the log when it has caught up."""
+
+    poll_interval = 0.05
+
+    def __init__(
+        self, recorder: ApplicationRecorder, gt: int | None = None, topics: Sequence[str] = ()
+    ) -> None:
+        super().__init__(recorder=recorder, gt=gt, topics=topics)
+        self._buffer: list[Notification] = []
+
+    def __next__(self) -> Notification:
+        while not self._buffer:
+            if self._has_been_stopped:
+                raise StopIteration
+            batch = self._recorder.select_notifications(
+                start=self._last_notification_id,
+                limit=500,
+                topics=self._topics,
+                inclusive_of_start=self._last_notification_id is None,
+            )
+            if batch:
+                self._buffer.extend(batch)
+            else:
+                time.sleep(self.poll_interval)
+        item = self._buffer.pop(0)
+        self._last_notification_id = item.id
+        return item
+
+
+def _insert_tracking(conn: apsw.Connection, tracking: Tracking) -> None:
+    rows = conn.execute(
+        "INSERT INTO tracking (application_name, notification_id) VALUES (?, ?)"
+        " ON CONFLICT (application_name) DO UPDATE SET notification_id = excluded.notification_id"
+        " WHERE tracking.notification_id < excluded.notification_id"
+        " RETURNING notification_id",
+        (tracking.application_name, tracking.notification_id),
+    ).fetchall()
+    if not rows:
+        raise IntegrityError(
+            f"tracking for {tracking.application_name!r} is already at or past "
+            f"{tracking.notification_id}"
+        )
+
+
+class ApswTrackingRecorder(TrackingRecorder):
+    """Records how far a reader (a projection set) has processed the log."""
+
+    def __init__(self, datastore: ApswDatastore) -> None:
+        self.datastore = datastore
+
+    def insert_tracking(self, tracking: Tracking) -> None:
+        """Advance a reader's position; going backwards or repeating is an IntegrityError."""
+        with self.datastore.transaction() as conn:
+            _insert_tracking(conn, tracking)
+
+    def max_tracking_id(self, application_name: str) -> int | None:
+        """The reader's position, or None when it has recorded nothing."""
+        conn = self.datastore.connection()
+        with translated_errors():
+            rows = conn.execute(
+                "SELECT notification_id FROM tracking WHERE application_name = ?",
+                (application_name,),
+            ).fetchall()
+        return int(rows[0][0]) if rows else None
+
+
+class ApswProcessRecorder(ApswTrackingRecorder, ApswApplicationRecorder, ProcessRecorder):
+    """Application recorder and tracking recorder sharing one datastore."""
+
+    def __init__(self, datastore: ApswDatastore) -> None:
+        self.datastore = datastore
+
+
+class ApswAggregateRecorder(ApswApplicationRecorder, AggregateRecorder):
+    """Aggregate recorder (used for snapshots by eventsourcing applications)."""
