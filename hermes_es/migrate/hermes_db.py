@@ -56,8 +56,10 @@ How the file is opened, so that it is never written and no side files appear nex
 created; a plain read-only open of a WAL database was measured to create both and leave them
 behind). With a non-empty ``-wal`` and its ``-shm``, a Hermes process is live or crashed, so the
 file is opened ``mode=ro`` to see the WAL frames through the existing index. With a ``-wal`` but no
-``-shm`` (a copied or half-restored profile), the pair is copied to a private temporary directory
-and the copy is read. Every connection also sets ``query_only``.
+``-shm`` (a copied or half-restored profile), or a non-empty ``-journal`` (a rollback-mode crash,
+whose half-written pages an immutable read would see), the file and that side file are copied to
+a private temporary directory and the copy is recovered and read there; the copy is deleted on
+``close()``. Every connection also sets ``query_only``.
 """
 
 from __future__ import annotations

@@ -460,3 +460,32 @@ def test_temporary_snapshot_is_removed_on_close(tmp_path: Path) -> None:
     reader.close()
     assert len(during) == 1
     assert not any(p.exists() for p in during)
+
+
+def test_hot_rollback_journal_is_rolled_back_in_a_private_copy(tmp_path: Path) -> None:
+    """A crash copy with a hot -journal reads as the last committed state; the source is intact."""
+    live, copied = tmp_path / "live", tmp_path / "copied"
+    live.mkdir()
+    copied.mkdir()
+    with HermesStateDb(live / "state.db") as db:
+        db.session("s")
+        db.message("s", "user", "committed")
+    writer = apsw.Connection(str(live / "state.db"))
+    writer.execute("PRAGMA journal_mode = DELETE").fetchall()
+    writer.execute("PRAGMA cache_size = 1").fetchall()
+    writer.execute("BEGIN").fetchall()
+    for index in range(200):
+        writer.execute(
+            "INSERT INTO messages (session_id, role, content, timestamp) VALUES (?, ?, ?, ?)",
+            ("s", "user", f"uncommitted {index} " + "x" * 2000, 1.0),
+        ).fetchall()
+    for name in ("state.db", "state.db-journal"):
+        shutil.copyfile(live / name, copied / name)
+    writer.execute("ROLLBACK").fetchall()
+    writer.close()
+    before = (digest(copied / "state.db"), digest(copied / "state.db-journal"))
+    with read_hermes_db(copied / "state.db") as reader:
+        assert reader.open_mode == "snapshot"
+        assert [m.content for m in reader.messages("s")] == ["committed"]
+    assert (digest(copied / "state.db"), digest(copied / "state.db-journal")) == before
+    assert listing(copied) == ["state.db", "state.db-journal"]
