@@ -433,7 +433,7 @@ class HermesDb:
         if shm.exists():
             self.notes.append(f"{wal.name} is present: read through it without writing")
             return self._connect(self.path, "mode=ro"), "read-only"
-        return self._open_snapshot(wal, f"a {wal.suffix} file without its -shm"), "snapshot"
+        return self._open_snapshot(wal, f"{wal.name} but no {shm.name}"), "snapshot"
 
     def _sidecar(self, suffix: str) -> Path:
         return self.path.with_name(self.path.name + suffix)
