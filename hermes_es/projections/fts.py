@@ -5,7 +5,8 @@ holds CJK characters (Han, kana, hangul) is split so each CJK character becomes 
 with byte offsets into the original text. CJK writing has no spaces between words, so this is
 what lets a two-character query find a word inside a long sentence: the query is a phrase, and
 FTS5 matches the phrase's characters as adjacent tokens. Text without CJK characters goes
-through ``unicode61`` untouched, with one ``isascii()`` check (or one regex search) of overhead.
+through ``unicode61`` untouched: ASCII text costs one ``isascii()`` check, other text one
+``isascii()`` per token.
 """
 
 from __future__ import annotations
@@ -56,23 +57,12 @@ def _base_tokens(
     base: apsw.FTS5Tokenizer, utf8: bytes, flags: int, locale: str | None
 ) -> list[Token]:
     """Run the wrapped ``unicode61`` tokenizer (it never makes colocated tokens)."""
-    return cast(list[Token], base(utf8, flags, locale, include_colocated=False))
+    return cast(list[Token], base(utf8, flags, locale))
 
 
 def contains_cjk(text: str) -> bool:
     """Tell whether ``text`` holds a character the tokenizer indexes one by one."""
     return not text.isascii() and _CJK.search(text) is not None
-
-
-def _split_pure_cjk(token: Token) -> list[Token] | None:
-    """Split a token of only BMP CJK characters (3 UTF-8 bytes each), or return None.
-
-    ``unicode61`` folds no character in the CJK ranges, so the token text is the original.
-    """
-    start, end, text = token[0], token[1], token[2]
-    if end - start != 3 * len(text) or _ALL_CJK.fullmatch(text) is None:
-        return None
-    return [(start + 3 * i, start + 3 * i + 3, ch) for i, ch in enumerate(text)]
 
 
 def _split_cjk_token(
@@ -104,17 +94,26 @@ def _split_cjk_token(
 def _split_tokens(
     base: apsw.FTS5Tokenizer, utf8: bytes, tokens: Iterable[Token], flags: int
 ) -> list[Token]:
-    """Pass non-CJK tokens through and split the ones that hold CJK characters."""
+    """Pass non-CJK tokens through and split the ones that hold CJK characters.
+
+    A token of only BMP CJK characters (3 UTF-8 bytes each) is split straight from its text:
+    ``unicode61`` folds no character in the CJK ranges, so that text is the original.
+    """
     result: list[Token] = []
+    append = result.append
     for token in tokens:
-        text = token[2]
-        if text.isascii() or _CJK.search(text) is None:
-            result.append(token)
+        start, end, text = token
+        if text.isascii():
+            append(token)
+        elif end - start == 3 * len(text) and _ALL_CJK.fullmatch(text):
+            result += [
+                (start + k, start + k + 3, ch)
+                for k, ch in zip(range(0, end - start, 3), text, strict=True)
+            ]
+        elif _CJK.search(text) is None:
+            append(token)
         else:
-            pieces = _split_pure_cjk(token)
-            if pieces is None:
-                pieces = _split_cjk_token(base, utf8, token, flags)
-            result.extend(pieces)
+            result += _split_cjk_token(base, utf8, token, flags)
     return result
 
 
@@ -124,12 +123,6 @@ def make_tokenizer(base: apsw.FTS5Tokenizer) -> Tokenizer:
     def tokenize(utf8: bytes, flags: int, locale: str | None) -> list[Token]:
         tokens = _base_tokens(base, utf8, flags, locale)
         if utf8.isascii():
-            return tokens
-        try:
-            text = utf8.decode("utf-8")
-        except UnicodeDecodeError:
-            text = utf8.decode("utf-8", "replace")
-        if _CJK.search(text) is None:
             return tokens
         return _split_tokens(base, utf8, tokens, flags)
 

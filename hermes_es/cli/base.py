@@ -1,0 +1,157 @@
+"""Shared CLI plumbing: error mapping, the per-invocation context, JSON and time rendering."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import apsw
+import click
+import msgspec
+
+from hermes_es.errors import HermesError, SessionNotFoundError
+from hermes_es.home import hermes_home, profile_dir
+
+if TYPE_CHECKING:
+    from hermes_es.commands.engine import SessionEngine
+    from hermes_es.config import LoadedConfig
+
+
+class HermesCommandError(click.ClickException):
+    """A HermesError surfaced by a command: ``Error: …`` on stderr and its exit code."""
+
+    def __init__(self, error: HermesError) -> None:
+        super().__init__(error.message)
+        self.exit_code = error.exit_code
+
+
+class HermesGroup(click.Group):
+    """A click group that turns expected failures into clean errors, never tracebacks."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except HermesError as exc:
+            raise HermesCommandError(exc) from exc
+        except apsw.BusyError as exc:
+            raise click.ClickException(f"state.db stayed locked by another process: {exc}") from exc
+
+
+class LazyGroup(HermesGroup):
+    """A group whose subcommands are imported only when invoked (fast start for every command).
+
+    ``lazy`` maps a command name to ``"module:attribute"``.
+    """
+
+    def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy and cmd_name not in self.commands:
+            import importlib
+
+            module_name, attr = self.lazy[cmd_name].split(":")
+            command = getattr(importlib.import_module(module_name), attr)
+            if not isinstance(command, click.Command):
+                raise TypeError(f"{self.lazy[cmd_name]} is not a click command")
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+class Hermes:
+    """What every command needs: where the profile lives, and lazily opened store handles."""
+
+    def __init__(self, home: Path, profile: str | None) -> None:
+        self.home = home
+        self.profile = profile
+        self.dir = profile_dir(home, profile)
+        self.db_path = self.dir / "state.db"
+        self._engine: SessionEngine | None = None
+        self._conn: apsw.Connection | None = None
+        self._config: LoadedConfig | None = None
+
+    @classmethod
+    def from_env(cls, profile: str | None) -> Hermes:
+        """From HERMES_HOME (or ~/.hermes) and an optional profile name."""
+        return cls(hermes_home(os.environ), profile)
+
+    def engine(self) -> SessionEngine:
+        """The write-side engine (imports eventsourcing; only write commands call this)."""
+        if self._engine is None:
+            from hermes_es.commands.engine import SessionEngine
+
+            self._engine = SessionEngine.open(self.db_path, actor=actor_name())
+        return self._engine
+
+    def reader(self) -> apsw.Connection:
+        """A connection for queries; a missing store means there are no sessions yet."""
+        if self._conn is None:
+            from hermes_es.projections.catalog import connect
+
+            if not self.db_path.exists():
+                raise SessionNotFoundError(
+                    f"no sessions yet: {self.db_path} does not exist", subject=str(self.db_path)
+                )
+            self._conn = connect(self.db_path)
+        return self._conn
+
+    def config(self) -> LoadedConfig:
+        """The profile's config.yaml (defaults when absent)."""
+        if self._config is None:
+            from hermes_es.config import load_config
+
+            self._config = load_config(self.dir / "config.yaml")
+        return self._config
+
+    def close(self) -> None:
+        """Close whatever was opened."""
+        if self._engine is not None:
+            self._engine.close()
+        if self._conn is not None:
+            self._conn.close()
+
+
+def actor_name() -> str:
+    """The acting identity recorded on events written from this CLI."""
+    user = os.environ.get("USER") or os.environ.get("LOGNAME") or "local"
+    return f"cli:{user}"
+
+
+def get_hermes(ctx: click.Context) -> Hermes:
+    """The Hermes object of this invocation (created on first use, closed at exit)."""
+    root = ctx.find_root()
+    obj = root.obj
+    if not isinstance(obj, Hermes):
+        profile = root.params.get("profile") if root.params else None
+        obj = Hermes.from_env(profile)
+        root.obj = obj
+        root.call_on_close(obj.close)
+    return obj
+
+
+_JSON = msgspec.json.Encoder()
+
+
+def echo_json(value: Any) -> None:
+    """Print a value as one JSON document."""
+    click.echo(msgspec.json.format(_JSON.encode(value), indent=2).decode())
+
+
+def when(ts: float) -> str:
+    """A local time for humans."""
+    if not ts:
+        return "-"
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """Exit with ``Error: message`` on stderr."""
+    click.echo(f"Error: {message}", err=True)
+    sys.exit(code)

@@ -1,0 +1,86 @@
+"""``hermes sessions history`` and ``hermes sessions show``: the audit log and transcripts."""
+
+from __future__ import annotations
+
+import click
+
+from hermes_es.cli.base import echo_json, get_hermes, when
+from hermes_es.errors import SessionNotFoundError, ValidationError
+
+
+@click.command("history")
+@click.argument("session")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.pass_context
+def history_cmd(ctx: click.Context, session: str, as_json: bool) -> None:
+    """Print every event of SESSION (id, unique prefix or title): version, time, type,
+    actor and a one-line summary. A deleted session shows its delete receipt.
+
+    Example: hermes sessions history 20250305_091523_a1b2c3 --json
+    """
+    from hermes_es.queries.history import deletion_receipts, session_history
+    from hermes_es.queries.resolve import resolve_session
+
+    conn = get_hermes(ctx).reader()
+    try:
+        sid = resolve_session(conn, session)
+    except SessionNotFoundError:
+        receipts = deletion_receipts(conn, session)
+        if not receipts:
+            raise
+        if as_json:
+            echo_json({"session_id": session, "events": [], "deletions": receipts})
+            return
+        for r in receipts:
+            click.echo(
+                f"{session} was deleted {when(r.deleted_at)} by {r.actor or '?'} ({r.reason}): "
+                f"{r.events} events, {r.messages} messages, transcript sha256 {r.digest}"
+            )
+        return
+    entries = session_history(conn, sid)
+    receipts = deletion_receipts(conn, sid)
+    if as_json:
+        echo_json({"session_id": sid, "events": entries, "deletions": receipts})
+        return
+    for e in entries:
+        click.echo(f"v{e.version:<5} {when(e.at)}  {e.type:<34} {e.actor or '-':<14} {e.summary}")
+    for r in receipts:
+        click.echo(f"(an earlier session with this id was deleted {when(r.deleted_at)}: {r.messages} messages)")
+
+
+@click.command("show")
+@click.argument("session")
+@click.option("--as-of", "as_of", type=int, default=None, help="Show the transcript as it stood at this event version.")
+@click.option("--all", "show_all", is_flag=True, help="Also show rewound and edited (inactive) messages.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def show_cmd(ctx: click.Context, session: str, as_of: int | None, show_all: bool, as_json: bool) -> None:
+    """Print the transcript of SESSION (what a display export shows), optionally as of a version.
+
+    Example: hermes sessions show "my project" --as-of 12
+    """
+    from hermes_es.queries.resolve import resolve_session
+    from hermes_es.queries.transcript import messages_as_of, messages_of
+
+    conn = get_hermes(ctx).reader()
+    sid = resolve_session(conn, session)
+    scope = "all" if show_all else "display"
+    if as_of is not None:
+        if as_of < 1:
+            raise ValidationError(f"--as-of must be a positive event version, got {as_of}")
+        messages = messages_as_of(conn, sid, as_of, scope=scope)
+    else:
+        messages = messages_of(conn, sid, scope=scope)
+    if as_json:
+        echo_json({"session_id": sid, "as_of": as_of, "messages": messages})
+        return
+    for m in messages:
+        flags = "" if m.state == "active" else f" [{m.state}]"
+        if m.imported:
+            flags += " [imported]"
+        head = f"── #{m.seq} {m.role}{flags} {when(m.at)}"
+        click.echo(head)
+        if m.content:
+            click.echo(m.content)
+        for call in m.tool_calls:
+            click.echo(f"  ↳ tool call {call.get('name')}({call.get('arguments', '')}) id={call.get('id')}")
