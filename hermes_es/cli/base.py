@@ -58,7 +58,13 @@ class LazyGroup(HermesGroup):
             import importlib
 
             module_name, attr = self.lazy[cmd_name].split(":")
-            command = getattr(importlib.import_module(module_name), attr)
+            try:
+                module = importlib.import_module(module_name)
+            except ModuleNotFoundError as exc:
+                if exc.name != module_name:
+                    raise
+                return None
+            command = getattr(module, attr)
             if not isinstance(command, click.Command):
                 raise TypeError(f"{self.lazy[cmd_name]} is not a click command")
             self.add_command(command, cmd_name)
