@@ -97,11 +97,15 @@ def prepare_messages(
         text = content_text(draft.content)
         if draft.role in ("user", "system") and not text.strip() and not draft.media:
             raise ValidationError(f"{where}: empty {draft.role} message", subject=draft.role)
-        if draft.role == "assistant" and not text.strip() and not draft.tool_calls:
-            if not draft.reasoning:
-                raise ValidationError(
-                    f"{where}: empty assistant message with no tool calls", subject=draft.role
-                )
+        if (
+            draft.role == "assistant"
+            and not text.strip()
+            and not draft.tool_calls
+            and not draft.reasoning
+        ):
+            raise ValidationError(
+                f"{where}: empty assistant message with no tool calls", subject=draft.role
+            )
         if draft.role == "tool":
             if not draft.tool_call_id:
                 raise ValidationError(f"{where}: a tool result needs a tool_call_id")
@@ -148,8 +152,7 @@ def rewind(state: SessionState, seq: int, *, at: float, actor: str = "") -> list
     _require_live(state)
     if not state.is_active(seq):
         raise InvariantError(
-            f"cannot rewind to message {seq}: it is not an active message of "
-            f"{state.session_id}",
+            f"cannot rewind to message {seq}: it is not an active message of {state.session_id}",
             subject=str(seq),
         )
     removed = [s for s in state.active_seqs() if s > seq]
@@ -176,7 +179,8 @@ def edit(
     _require_live(state)
     if not state.is_active(target_seq):
         raise InvariantError(
-            f"cannot edit message {target_seq}: it is not an active message", subject=str(target_seq)
+            f"cannot edit message {target_seq}: it is not an active message",
+            subject=str(target_seq),
         )
     if draft.role == "tool":
         raise ValidationError("tool results cannot be edited")
@@ -196,7 +200,9 @@ def compact(
     """Decide an in-place compaction: ``archived`` leave the context, ``summary`` replaces them."""
     _require_live(state)
     if not archived:
-        raise InvariantError("nothing to compact: no older active messages", subject=state.session_id)
+        raise InvariantError(
+            "nothing to compact: no older active messages", subject=state.session_id
+        )
     for seq in archived:
         if not state.is_active(seq):
             raise InvariantError(f"cannot compact message {seq}: it is not active")
@@ -205,7 +211,9 @@ def compact(
     return [ev.CompactedInPlace(at=at, actor=actor, archived=list(archived), summary=messages)]
 
 
-def set_title(state: SessionState, title: str, *, kind: str, at: float, actor: str = "") -> list[ev.Event]:
+def set_title(
+    state: SessionState, title: str, *, kind: str, at: float, actor: str = ""
+) -> list[ev.Event]:
     """Decide a title change (the caller checks uniqueness across sessions)."""
     _require_live(state)
     cleaned = check_title(title) if title else ""
@@ -246,7 +254,9 @@ def archive(state: SessionState, reason: str, *, at: float, actor: str = "") -> 
     return [ev.SessionArchived(at=at, actor=actor, reason=reason)]
 
 
-def unarchive(state: SessionState, *, reason: str = "user", at: float, actor: str = "") -> list[ev.Event]:
+def unarchive(
+    state: SessionState, *, reason: str = "user", at: float, actor: str = ""
+) -> list[ev.Event]:
     """Decide unarchiving."""
     _require_live(state)
     return [ev.SessionUnarchived(at=at, actor=actor, reason=reason)] if state.archived else []
@@ -257,7 +267,9 @@ def pin(state: SessionState, pinned: bool, *, at: float, actor: str = "") -> lis
     _require_live(state)
     if state.pinned == pinned:
         return []
-    return [ev.SessionPinned(at=at, actor=actor) if pinned else ev.SessionUnpinned(at=at, actor=actor)]
+    return [
+        ev.SessionPinned(at=at, actor=actor) if pinned else ev.SessionUnpinned(at=at, actor=actor)
+    ]
 
 
 def hide(state: SessionState, hidden: bool, *, at: float, actor: str = "") -> list[ev.Event]:
@@ -283,10 +295,14 @@ def set_reasoning(state: SessionState, level: str, *, at: float, actor: str = ""
         raise ValidationError(
             f"invalid reasoning level {level!r}: expected one of {', '.join(REASONING_LEVELS)}"
         )
-    return [] if level == state.reasoning else [ev.ReasoningChanged(at=at, actor=actor, level=level)]
+    return (
+        [] if level == state.reasoning else [ev.ReasoningChanged(at=at, actor=actor, level=level)]
+    )
 
 
-def continue_into(state: SessionState, child_id: str, *, at: float, actor: str = "") -> list[ev.Event]:
+def continue_into(
+    state: SessionState, child_id: str, *, at: float, actor: str = ""
+) -> list[ev.Event]:
     """Decide splitting the session into a compression continuation ``child_id``."""
     _require_live(state)
     if state.continued_into:
@@ -326,7 +342,9 @@ def clear_prompt(state: SessionState, *, reason: str, at: float, actor: str = ""
     return [ev.StoredPromptCleared(at=at, actor=actor, reason=reason)]
 
 
-def pin_tools(state: SessionState, tools: Sequence[str], *, at: float, actor: str = "") -> list[ev.Event]:
+def pin_tools(
+    state: SessionState, tools: Sequence[str], *, at: float, actor: str = ""
+) -> list[ev.Event]:
     """Decide re-pinning the tool surface."""
     _require_live(state)
     wanted = list(tools)

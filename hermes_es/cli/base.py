@@ -25,7 +25,7 @@ class HermesCommandError(click.ClickException):
 
     def __init__(self, error: HermesError) -> None:
         super().__init__(error.message)
-        self.exit_code = error.exit_code
+        self.exit_code = error.exit_code  # type: ignore[misc]
 
 
 class HermesGroup(click.Group):

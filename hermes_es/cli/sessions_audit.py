@@ -45,16 +45,29 @@ def history_cmd(ctx: click.Context, session: str, as_json: bool) -> None:
     for e in entries:
         click.echo(f"v{e.version:<5} {when(e.at)}  {e.type:<34} {e.actor or '-':<14} {e.summary}")
     for r in receipts:
-        click.echo(f"(an earlier session with this id was deleted {when(r.deleted_at)}: {r.messages} messages)")
+        click.echo(
+            f"(an earlier session with this id was deleted {when(r.deleted_at)}: "
+            f"{r.messages} messages)"
+        )
 
 
 @click.command("show")
 @click.argument("session")
-@click.option("--as-of", "as_of", type=int, default=None, help="Show the transcript as it stood at this event version.")
-@click.option("--all", "show_all", is_flag=True, help="Also show rewound and edited (inactive) messages.")
+@click.option(
+    "--as-of",
+    "as_of",
+    type=int,
+    default=None,
+    help="Show the transcript as it stood at this event version.",
+)
+@click.option(
+    "--all", "show_all", is_flag=True, help="Also show rewound and edited (inactive) messages."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-def show_cmd(ctx: click.Context, session: str, as_of: int | None, show_all: bool, as_json: bool) -> None:
+def show_cmd(
+    ctx: click.Context, session: str, as_of: int | None, show_all: bool, as_json: bool
+) -> None:
     """Print the transcript of SESSION (what a display export shows), optionally as of a version.
 
     Example: hermes sessions show "my project" --as-of 12
@@ -83,4 +96,6 @@ def show_cmd(ctx: click.Context, session: str, as_of: int | None, show_all: bool
         if m.content:
             click.echo(m.content)
         for call in m.tool_calls:
-            click.echo(f"  ↳ tool call {call.get('name')}({call.get('arguments', '')}) id={call.get('id')}")
+            click.echo(
+                f"  ↳ tool call {call.get('name')}({call.get('arguments', '')}) id={call.get('id')}"
+            )

@@ -54,6 +54,8 @@ def verify_cmd(ctx: click.Context, as_json: bool, quiet: bool) -> None:
         for d in diffs:
             mark = "ok  " if d.equal else "DIFF"
             click.echo(f"{mark} {d.table:<22} live={d.live_rows:<8} rebuilt={d.rebuilt_rows}")
-        click.echo("projections match the log" if not bad else f"{len(bad)} table(s) differ from the log")
+        click.echo(
+            "projections match the log" if not bad else f"{len(bad)} table(s) differ from the log"
+        )
     if bad:
         ctx.exit(1)

@@ -14,8 +14,8 @@ import msgspec
 from hermes_es import events as ev
 from hermes_es.aggregates import session as agg
 from hermes_es.aggregates.state import SessionState
-from hermes_es.errors import InvariantError, SessionNotFoundError, ValidationError
 from hermes_es.commands.unit_of_work import Batch, Store
+from hermes_es.errors import InvariantError, SessionNotFoundError, ValidationError
 from hermes_es.ids import new_session_id
 from hermes_es.queries import lookup
 from hermes_es.queries.resolve import resolve_session
@@ -56,7 +56,9 @@ def prompt_sha(text: str) -> str:
 class SessionEngine:
     """Record, resume, search and curate sessions in one state.db."""
 
-    def __init__(self, db_path: Path, *, clock: Callable[[], float] = time.time, actor: str = "") -> None:
+    def __init__(
+        self, db_path: Path, *, clock: Callable[[], float] = time.time, actor: str = ""
+    ) -> None:
         self.db_path = db_path
         self.store = Store(db_path, clock=clock)
         self.actor = actor
@@ -104,7 +106,8 @@ class SessionEngine:
         sha = prompt_sha(text)
         if not lookup.prompt_exists(batch.conn, sha):
             batch.record_other(
-                f"prompt:{sha}", [ev.PromptStored(at=batch.now, actor=self.actor, sha256=sha, text=text)]
+                f"prompt:{sha}",
+                [ev.PromptStored(at=batch.now, actor=self.actor, sha256=sha, text=text)],
             )
         return sha
 
@@ -216,7 +219,8 @@ class SessionEngine:
                     return [known[u] for u in uids]
                 if known:
                     raise ValidationError(
-                        f"turn mixes already-stored uids ({', '.join(sorted(known))}) with new ones",
+                        "turn mixes already-stored uids "
+                        f"({', '.join(sorted(known))}) with new ones",
                         subject=session_id,
                     )
             events = agg.append(state, drafts, at=batch.now, actor=self.actor)
@@ -224,16 +228,28 @@ class SessionEngine:
             batch.record(session_id, events, expected_version=expected_version)
             return list(range(before, before + len(drafts)))
 
-    def record_usage(self, session_id: str, tokens_in: int, tokens_out: int, model: str = "") -> None:
+    def record_usage(
+        self, session_id: str, tokens_in: int, tokens_out: int, model: str = ""
+    ) -> None:
         """Record token usage billed outside a stored message."""
         with self.store.transaction() as batch:
             self._existing(batch, session_id)
             batch.record(
                 session_id,
-                [ev.TokenUsageRecorded(at=batch.now, actor=self.actor, tokens_in=tokens_in, tokens_out=tokens_out, model=model)],
+                [
+                    ev.TokenUsageRecorded(
+                        at=batch.now,
+                        actor=self.actor,
+                        tokens_in=tokens_in,
+                        tokens_out=tokens_out,
+                        model=model,
+                    )
+                ],
             )
 
-    def rewind(self, session_id: str, seq: int, *, expected_version: int | None = None) -> list[int]:
+    def rewind(
+        self, session_id: str, seq: int, *, expected_version: int | None = None
+    ) -> list[int]:
         """Remove every active message after ``seq``; returns the removed sequence numbers."""
         with self.store.transaction() as batch:
             state = self._existing(batch, session_id)
@@ -253,11 +269,17 @@ class SessionEngine:
                 )
             if target < 0:
                 removed = state.active_seqs()
-                events: list[ev.Event] = [ev.RewoundTo(at=batch.now, actor=self.actor, seq=-1, removed=removed)]
+                events: list[ev.Event] = [
+                    ev.RewoundTo(at=batch.now, actor=self.actor, seq=-1, removed=removed)
+                ]
             else:
                 events = agg.rewind(state, target, at=batch.now, actor=self.actor)
             batch.record(session_id, events)
-            return removed if target < 0 else [s for e in events if isinstance(e, ev.RewoundTo) for s in e.removed]
+            return (
+                removed
+                if target < 0
+                else [s for e in events if isinstance(e, ev.RewoundTo) for s in e.removed]
+            )
 
     def edit_message(self, session_id: str, seq: int, content: str, **fields: Any) -> int:
         """Replace message ``seq``; returns the replacement's sequence number."""
@@ -270,7 +292,9 @@ class SessionEngine:
             batch.record(session_id, events)
             return new_seq
 
-    def compact(self, session_id: str, archived: Sequence[int], summary: Sequence[MessageLike]) -> list[int]:
+    def compact(
+        self, session_id: str, archived: Sequence[int], summary: Sequence[MessageLike]
+    ) -> list[int]:
         """Compact in place: archive ``archived`` and add ``summary``; returns the summary seqs."""
         drafts = [to_draft(m) for m in summary]
         with self.store.transaction() as batch:
@@ -320,7 +344,9 @@ class SessionEngine:
             )
             child = batch.record(cid, started, expected_version=0)
             if title:
-                batch.record(cid, agg.set_title(child, title, kind="lineage", at=batch.now, actor=self.actor))
+                batch.record(
+                    cid, agg.set_title(child, title, kind="lineage", at=batch.now, actor=self.actor)
+                )
             if parent.archived == "sweep":
                 pass  # the child is live; the parent stays archived as part of the chain
             if drafts:
@@ -329,7 +355,9 @@ class SessionEngine:
 
     # -- curation ----------------------------------------------------------------------------
 
-    def _simple(self, session_id: str, decide: Callable[[SessionState, Batch], list[ev.Event]]) -> SessionState:
+    def _simple(
+        self, session_id: str, decide: Callable[[SessionState, Batch], list[ev.Event]]
+    ) -> SessionState:
         with self.store.transaction() as batch:
             state = self._existing(batch, session_id)
             return batch.record(session_id, decide(state, batch))
@@ -362,7 +390,9 @@ class SessionEngine:
 
     def archive(self, session_id: str, reason: str = "user") -> SessionState:
         """Archive a session (``user`` or ``sweep``)."""
-        return self._simple(session_id, lambda s, b: agg.archive(s, reason, at=b.now, actor=self.actor))
+        return self._simple(
+            session_id, lambda s, b: agg.archive(s, reason, at=b.now, actor=self.actor)
+        )
 
     def unarchive(self, session_id: str, reason: str = "user") -> SessionState:
         """Unarchive a session."""
@@ -376,18 +406,24 @@ class SessionEngine:
 
     def hide(self, session_id: str, hidden: bool = True) -> SessionState:
         """Hide a session from pickers, or show it again."""
-        return self._simple(session_id, lambda s, b: agg.hide(s, hidden, at=b.now, actor=self.actor))
+        return self._simple(
+            session_id, lambda s, b: agg.hide(s, hidden, at=b.now, actor=self.actor)
+        )
 
     def change_workspace(self, session_id: str, cwd: str) -> SessionState:
         """Record a new working directory (and workspace key)."""
         return self._simple(
             session_id,
-            lambda s, b: agg.change_workspace(s, cwd, workspace_key(cwd), at=b.now, actor=self.actor),
+            lambda s, b: agg.change_workspace(
+                s, cwd, workspace_key(cwd), at=b.now, actor=self.actor
+            ),
         )
 
     def set_reasoning(self, session_id: str, level: str) -> SessionState:
         """Record a ``/reasoning`` level."""
-        return self._simple(session_id, lambda s, b: agg.set_reasoning(s, level, at=b.now, actor=self.actor))
+        return self._simple(
+            session_id, lambda s, b: agg.set_reasoning(s, level, at=b.now, actor=self.actor)
+        )
 
     # -- prompts -----------------------------------------------------------------------------
 
@@ -402,7 +438,9 @@ class SessionEngine:
                     batch.record(sid, agg.request_refresh(state, at=batch.now, actor=self.actor))
         return count
 
-    def store_system_prompt(self, session_id: str, text: str, *, reason: str, tools: Sequence[str] | None = None) -> str:
+    def store_system_prompt(
+        self, session_id: str, text: str, *, reason: str, tools: Sequence[str] | None = None
+    ) -> str:
         """Store ``text`` as the session's prompt (content-addressed); returns its hash."""
         with self.store.transaction() as batch:
             state = self._existing(batch, session_id)
@@ -415,16 +453,24 @@ class SessionEngine:
 
     def clear_stored_prompt(self, session_id: str, reason: str = "repair") -> SessionState:
         """Drop the stored prompt so the next turn rebuilds it."""
-        return self._simple(session_id, lambda s, b: agg.clear_prompt(s, reason=reason, at=b.now, actor=self.actor))
+        return self._simple(
+            session_id, lambda s, b: agg.clear_prompt(s, reason=reason, at=b.now, actor=self.actor)
+        )
 
     def pin_tools(self, session_id: str, tools: Sequence[str]) -> SessionState:
         """Re-pin the session's tool surface."""
-        return self._simple(session_id, lambda s, b: agg.pin_tools(s, tools, at=b.now, actor=self.actor))
+        return self._simple(
+            session_id, lambda s, b: agg.pin_tools(s, tools, at=b.now, actor=self.actor)
+        )
 
     def stored_prompt(self, session_id: str) -> str | None:
         """The exact stored prompt text of a session, or None."""
         state = self.get(session_id)
-        return lookup.prompt_text(self.store.connection(), state.prompt_hash) if state.prompt_hash else None
+        return (
+            lookup.prompt_text(self.store.connection(), state.prompt_hash)
+            if state.prompt_hash
+            else None
+        )
 
     # -- search ------------------------------------------------------------------------------
 
@@ -436,4 +482,6 @@ class SessionEngine:
         roles: Sequence[str] | None = None,
     ) -> list[SearchHit]:
         """Full-text search over every stored message (bm25 + snippets)."""
-        return search_messages(self.store.connection(), query, limit=limit, sources=sources, roles=roles)
+        return search_messages(
+            self.store.connection(), query, limit=limit, sources=sources, roles=roles
+        )

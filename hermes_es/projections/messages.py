@@ -49,7 +49,9 @@ class MessagesProjector:
         self.p = prefix
         t = f"{prefix}messages"
         self.table = t
-        self._insert = f"INSERT INTO {t} ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
+        self._insert = (
+            f"INSERT INTO {t} ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
+        )
         self._set_state = f"UPDATE {t} SET state = ? WHERE session_id = ? AND seq = ?"
         self._ord_of = f"SELECT ord FROM {t} WHERE session_id = ? AND seq = ?"
         self._next_ord = (
@@ -95,7 +97,10 @@ class MessagesProjector:
         elif isinstance(e, ev.TurnAppended):
             conn.executemany(
                 self._insert,
-                [message_row(change, i, m, float(m.seq), "active", 0) for i, m in enumerate(e.messages)],
+                [
+                    message_row(change, i, m, float(m.seq), "active", 0)
+                    for i, m in enumerate(e.messages)
+                ],
             )
         elif isinstance(e, ev.MessageEdited):
             ord_ = self._ord(conn, sid, e.target_seq)

@@ -29,7 +29,9 @@ def is_session_stream(stream: str) -> bool:
     return not stream.startswith(NON_SESSION_PREFIXES)
 
 
-def _log_batches(conn: apsw.Connection, after: int, upto: int | None = None) -> Iterator[list[Change]]:
+def _log_batches(
+    conn: apsw.Connection, after: int, upto: int | None = None
+) -> Iterator[list[Change]]:
     last = after
     while True:
         sql = "SELECT id, originator_id, originator_version, topic, state FROM events WHERE id > ?"
@@ -40,7 +42,10 @@ def _log_batches(conn: apsw.Connection, after: int, upto: int | None = None) -> 
         rows = conn.execute(sql + " ORDER BY id LIMIT ?", [*params, BATCH]).fetchall()
         if not rows:
             return
-        yield [Change(position=r[0], stream=r[1], version=r[2], event=ev.decode(r[3], r[4])) for r in rows]
+        yield [
+            Change(position=r[0], stream=r[1], version=r[2], event=ev.decode(r[3], r[4]))
+            for r in rows
+        ]
         last = rows[-1][0]
 
 
@@ -126,8 +131,12 @@ def _checksum(conn: apsw.Connection, schema: str, table: str) -> tuple[int, str]
     cols = [r[1] for r in conn.execute(f"PRAGMA {schema}.table_info({table})")]
     digest = hashlib.sha256()
     count = 0
-    order = "rowid" if table in ("messages", "deletions", "sessions", "messages_fts_docsize") else "1"
-    for row in conn.execute(f"SELECT {', '.join(cols)} FROM {schema}.{table} ORDER BY {order}, {', '.join(cols)}"):
+    order = (
+        "rowid" if table in ("messages", "deletions", "sessions", "messages_fts_docsize") else "1"
+    )
+    for row in conn.execute(
+        f"SELECT {', '.join(cols)} FROM {schema}.{table} ORDER BY {order}, {', '.join(cols)}"
+    ):
         digest.update(repr(row).encode())
         count += 1
     return count, digest.hexdigest()
@@ -165,8 +174,14 @@ def verify(db_path: Path | str, progress: Progress | None = None) -> list[TableD
 
 def _compare_index(conn: apsw.Connection) -> TableDiff:
     """Compare the full-text index by content: every (term, document, column, offset)."""
-    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.live_vocab USING fts5vocab(main, messages_fts, instance)")
-    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.new_vocab USING fts5vocab(scratch, messages_fts, instance)")
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.live_vocab"
+        " USING fts5vocab(main, messages_fts, instance)"
+    )
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.new_vocab"
+        " USING fts5vocab(scratch, messages_fts, instance)"
+    )
     try:
         ok = True
         try:

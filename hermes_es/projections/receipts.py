@@ -40,7 +40,16 @@ class ReceiptsProjector:
         if isinstance(e, ev.SessionDeleted):
             conn.execute(
                 f"INSERT INTO {self.table} VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (change.position, e.session_id, e.at, e.actor, e.events, e.messages, e.digest, e.reason),
+                (
+                    change.position,
+                    e.session_id,
+                    e.at,
+                    e.actor,
+                    e.events,
+                    e.messages,
+                    e.digest,
+                    e.reason,
+                ),
             )
 
     def settle(self, conn: apsw.Connection, states: dict[str, SessionState]) -> None:

@@ -53,13 +53,18 @@ def summarize(event: ev.Event) -> str:
     if isinstance(event, ev.MessageAppended):
         return _message_line(event.message)
     if isinstance(event, ev.TurnAppended):
-        return f"turn of {len(event.messages)}: " + "; ".join(_message_line(m) for m in event.messages[:3])
+        return f"turn of {len(event.messages)}: " + "; ".join(
+            _message_line(m) for m in event.messages[:3]
+        )
     if isinstance(event, ev.RewoundTo):
         return f"rewound to #{event.seq} ({len(event.removed)} removed)"
     if isinstance(event, ev.MessageEdited):
-        return f"edited #{event.target_seq} → #{event.message.seq}: {_clip(content_text(event.message.content))}"
+        text = _clip(content_text(event.message.content))
+        return f"edited #{event.target_seq} → #{event.message.seq}: {text}"
     if isinstance(event, ev.CompactedInPlace):
-        return f"compacted {len(event.archived)} messages into {len(event.summary)} summary messages"
+        return (
+            f"compacted {len(event.archived)} messages into {len(event.summary)} summary messages"
+        )
     if isinstance(event, ev.HistoryImported):
         return f"imported {len(event.messages)} messages from {event.origin or 'a backup'}"
     if isinstance(event, ev.TitleSet):
@@ -69,7 +74,8 @@ def summarize(event: ev.Event) -> str:
     if isinstance(event, ev.SessionContinued):
         return f"continued in {event.child_id}"
     if isinstance(event, ev.SessionArchived | ev.SessionUnarchived):
-        return f"{'archived' if isinstance(event, ev.SessionArchived) else 'unarchived'} ({event.reason})"
+        verb = "archived" if isinstance(event, ev.SessionArchived) else "unarchived"
+        return f"{verb} ({event.reason})"
     if isinstance(event, ev.TokenUsageRecorded):
         return f"usage in={event.tokens_in} out={event.tokens_out} {event.model}".rstrip()
     if isinstance(event, ev.WorkspaceChanged):
@@ -117,8 +123,13 @@ def deletion_receipts(conn: apsw.Connection, session_id: str) -> list[DeletionRe
     ).fetchall()
     return [
         DeletionReceipt(
-            session_id=r[0], deleted_at=r[1], actor=r[2], events=r[3], messages=r[4],
-            digest=r[5], reason=r[6],
-        )  # fmt: skip
+            session_id=r[0],
+            deleted_at=r[1],
+            actor=r[2],
+            events=r[3],
+            messages=r[4],
+            digest=r[5],
+            reason=r[6],
+        )
         for r in rows
     ]

@@ -11,7 +11,9 @@ import apsw
 def was_deleted(conn: apsw.Connection, session_id: str) -> bool:
     """True when a delete receipt exists for ``session_id``."""
     return bool(
-        conn.execute("SELECT 1 FROM deletions WHERE session_id = ? LIMIT 1", (session_id,)).fetchall()
+        conn.execute(
+            "SELECT 1 FROM deletions WHERE session_id = ? LIMIT 1", (session_id,)
+        ).fetchall()
     )
 
 

@@ -54,7 +54,9 @@ def chain_tip(conn: apsw.Connection, session_id: str) -> str:
     seen = {session_id}
     current = session_id
     while True:
-        rows = conn.execute("SELECT continued_into FROM sessions WHERE id = ?", (current,)).fetchall()
+        rows = conn.execute(
+            "SELECT continued_into FROM sessions WHERE id = ?", (current,)
+        ).fetchall()
         if not rows or not rows[0][0] or rows[0][0] in seen:
             return current
         current = str(rows[0][0])

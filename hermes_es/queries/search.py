@@ -64,8 +64,16 @@ def search_messages(
     params.append(limit)
     return [
         SearchHit(
-            session_id=r[0], seq=r[1], role=r[2], snippet=r[3], score=r[4], at=r[5],
-            source=r[6], title=r[7], root_id=r[8], state=r[9],
-        )  # fmt: skip
+            session_id=r[0],
+            seq=r[1],
+            role=r[2],
+            snippet=r[3],
+            score=r[4],
+            at=r[5],
+            source=r[6],
+            title=r[7],
+            root_id=r[8],
+            state=r[9],
+        )
         for r in conn.execute(sql, params)
     ]

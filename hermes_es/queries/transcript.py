@@ -64,7 +64,9 @@ def _row(r: tuple[Any, ...]) -> TranscriptMessage:
     )  # fmt: skip
 
 
-def messages_of(conn: apsw.Connection, session_id: str, *, scope: str = "display") -> list[TranscriptMessage]:
+def messages_of(
+    conn: apsw.Connection, session_id: str, *, scope: str = "display"
+) -> list[TranscriptMessage]:
     """Messages in display order. ``scope``: display (what exports show), context (what the
     model sees), or all (every stored row, rewound and edited ones included)."""
     where = " WHERE session_id = ?"
@@ -94,7 +96,9 @@ def messages_as_of(
             for statement in projector.schema():
                 scratch.execute(statement)
             for v, topic, state in rows:
-                change = Change(position=v, stream=session_id, version=v, event=ev.decode(topic, state))
+                change = Change(
+                    position=v, stream=session_id, version=v, event=ev.decode(topic, state)
+                )
                 projector.apply(scratch, change)
         return messages_of(scratch, session_id, scope=scope)
     finally:

@@ -48,4 +48,6 @@ def open_db(
 
 def checkpoint(conn: apsw.Connection, *, truncate: bool = True) -> None:
     """Copy the WAL into the database file (and truncate the WAL so old pages leave the disk)."""
-    conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_TRUNCATE if truncate else apsw.SQLITE_CHECKPOINT_PASSIVE)
+    conn.wal_checkpoint(
+        mode=apsw.SQLITE_CHECKPOINT_TRUNCATE if truncate else apsw.SQLITE_CHECKPOINT_PASSIVE
+    )

@@ -34,7 +34,6 @@ from hermes_es.store.db import ConnectionHook, open_db
 from hermes_es.store.schema import EVENTS_SCHEMA
 
 
-
 def _oid(originator_id: UUID | str) -> str:
     return originator_id.hex if isinstance(originator_id, UUID) else originator_id
 
@@ -112,7 +111,9 @@ class ApswApplicationRecorder(ApplicationRecorder):
                 _insert_tracking(conn, tracking)
             return ids
 
-    def _insert_events(self, conn: apsw.Connection, stored_events: Sequence[StoredEvent]) -> list[int]:
+    def _insert_events(
+        self, conn: apsw.Connection, stored_events: Sequence[StoredEvent]
+    ) -> list[int]:
         ids: list[int] = []
         with translated_errors():
             for s in stored_events:
@@ -136,7 +137,9 @@ class ApswApplicationRecorder(ApplicationRecorder):
         """Events of one stream, in version order."""
         conn = self.datastore.connection()
         with translated_errors():
-            return self._select_events(conn, _oid(originator_id), gt=gt, lte=lte, desc=desc, limit=limit)
+            return self._select_events(
+                conn, _oid(originator_id), gt=gt, lte=lte, desc=desc, limit=limit
+            )
 
     def _select_events(
         self,
