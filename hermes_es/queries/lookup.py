@@ -90,3 +90,36 @@ def role_of(conn: apsw.Connection, session_id: str, seq: int) -> str | None:
         "SELECT role FROM messages WHERE session_id = ? AND seq = ?", (session_id, seq)
     ).fetchall()
     return str(rows[0][0]) if rows else None
+
+
+def delegates_of(conn: apsw.Connection, session_id: str) -> list[str]:
+    """Direct delegate (subagent) children of a session."""
+    rows = conn.execute(
+        "SELECT child_id FROM lineage WHERE parent_id = ? AND kind = 'delegate' ORDER BY child_id",
+        (session_id,),
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def display_rows(conn: apsw.Connection, session_id: str) -> list[tuple[int, str, str]]:
+    """(seq, role, content) of the display transcript, in display order."""
+    rows = conn.execute(
+        "SELECT seq, role, content FROM messages WHERE session_id = ?"
+        " AND state IN ('active', 'compacted') ORDER BY ord, seq",
+        (session_id,),
+    ).fetchall()
+    return [(int(a), str(b), str(c)) for a, b, c in rows]
+
+
+def count_events(conn: apsw.Connection, stream: str) -> int:
+    """How many events a stream holds."""
+    return int(
+        conn.execute("SELECT COUNT(*) FROM events WHERE originator_id = ?", (stream,)).fetchall()[
+            0
+        ][0]
+    )
+
+
+def delete_events(conn: apsw.Connection, stream: str) -> None:
+    """Physically remove a stream's events from the log."""
+    conn.execute("DELETE FROM events WHERE originator_id = ?", (stream,))

@@ -1,0 +1,164 @@
+"""Physical delete: events, projection rows and index entries go; a content-free receipt stays.
+
+A verified delete names the display version it exported for the session and for every delegate
+it cascades to; inside the delete transaction those versions, and the set of delegates, are
+compared with the current ones (one integer per stream). Any difference refuses the delete and
+names what changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+
+import msgspec
+
+from hermes_es import events as ev
+from hermes_es.commands.unit_of_work import Batch, Store
+from hermes_es.errors import InvariantError, SessionNotFoundError
+from hermes_es.queries import lookup
+from hermes_es.store.db import checkpoint
+
+
+class DeleteRefusedError(InvariantError):
+    """A verified delete found that the session or its delegates changed since the export."""
+
+    def __init__(self, message: str, *, subject: str, changes: list[str]) -> None:
+        super().__init__(message, subject=subject)
+        self.changes = changes
+
+
+class Deleted(msgspec.Struct, frozen=True, kw_only=True):
+    """What one deleted stream left behind: its receipt's numbers."""
+
+    session_id: str
+    events: int
+    messages: int
+    digest: str
+
+
+def delegate_tree(batch: Batch, session_id: str) -> list[str]:
+    """Every delegate (subagent) session below ``session_id``, depth first."""
+    out: list[str] = []
+    stack = [session_id]
+    while stack:
+        parent = stack.pop()
+        for child in lookup.delegates_of(batch.conn, parent):
+            if child not in out and child != session_id:
+                out.append(child)
+                stack.append(child)
+    return out
+
+
+def display_digest(batch: Batch, session_id: str) -> str:
+    """SHA-256 over the display transcript (role, seq and text of each shown message)."""
+    digest = hashlib.sha256()
+    for seq, role, content in lookup.display_rows(batch.conn, session_id):
+        digest.update(f"{seq}\x1f{role}\x1f{content}\x1e".encode())
+    return digest.hexdigest()
+
+
+def _check_expected(
+    batch: Batch, session_id: str, delegates: list[str], expected: Mapping[str, int]
+) -> None:
+    changes: list[str] = []
+    wanted = set(expected) - {session_id}
+    current = set(delegates)
+    for sid in sorted(current - wanted):
+        changes.append(f"delegate {sid} was added")
+    for sid in sorted(wanted - current):
+        changes.append(f"delegate {sid} is gone")
+    for sid in [session_id, *sorted(current & wanted)]:
+        state = batch.load(sid)
+        want = expected.get(sid)
+        if want is None:
+            changes.append(f"{sid} was not exported")
+        elif state.display_version != want:
+            changes.append(
+                f"{sid} changed after the export (display version {want} → {state.display_version})"
+            )
+    if changes:
+        raise DeleteRefusedError(
+            "delete refused, nothing was deleted: " + "; ".join(changes),
+            subject=session_id,
+            changes=changes,
+        )
+
+
+def _remove(batch: Batch, store: Store, session_id: str, reason: str, actor: str) -> Deleted:
+    state = batch.load(session_id)
+    digest = display_digest(batch, session_id)
+    events = lookup.count_events(batch.conn, session_id)
+    store.projections.forget(batch.conn, session_id)
+    lookup.delete_events(batch.conn, session_id)
+    batch.states.pop(session_id, None)
+    receipt = ev.SessionDeleted(
+        at=batch.now,
+        actor=actor,
+        session_id=session_id,
+        events=events,
+        messages=state.message_count,
+        digest=digest,
+        reason=reason,
+    )
+    batch.record_other(f"receipt:{session_id}", [receipt])
+    return Deleted(
+        session_id=session_id, events=events, messages=state.message_count, digest=digest
+    )
+
+
+def delete_session(
+    store: Store,
+    session_id: str,
+    *,
+    reason: str = "delete",
+    actor: str = "",
+    expected: Mapping[str, int] | None = None,
+    cascade: bool = True,
+    scrub: bool = True,
+) -> list[Deleted]:
+    """Physically delete a session (and, with ``cascade``, its delegates) in one transaction.
+
+    ``expected`` maps the session and each delegate to the display version that was exported;
+    when given, the delete is refused unless all of them (and the delegate set) are unchanged.
+    ``scrub`` checkpoints and truncates the WAL afterwards so no deleted text stays on disk.
+    """
+    with store.transaction() as batch:
+        if batch.load(session_id).version == 0:
+            raise SessionNotFoundError(
+                f"no session {session_id!r}; run 'hermes sessions list' to see sessions",
+                subject=session_id,
+            )
+        delegates = delegate_tree(batch, session_id) if cascade else []
+        if expected is not None:
+            _check_expected(batch, session_id, delegates, expected)
+        done = [
+            _remove(batch, store, sid, reason, actor) for sid in [*reversed(delegates), session_id]
+        ]
+    if scrub:
+        scrub_wal(store)
+    return done
+
+
+def delete_many(
+    store: Store, session_ids: Sequence[str], *, reason: str, actor: str = "", scrub: bool = True
+) -> list[Deleted]:
+    """Delete several sessions (with their delegates) in one transaction, then scrub once."""
+    with store.transaction() as batch:
+        done: list[Deleted] = []
+        gone: set[str] = set()
+        for sid in session_ids:
+            if sid in gone or batch.load(sid).version == 0:
+                continue
+            for target in [*reversed(delegate_tree(batch, sid)), sid]:
+                if target not in gone:
+                    done.append(_remove(batch, store, target, reason, actor))
+                    gone.add(target)
+    if scrub and done:
+        scrub_wal(store)
+    return done
+
+
+def scrub_wal(store: Store) -> None:
+    """Checkpoint and truncate the WAL so deleted pages leave no copy on disk."""
+    checkpoint(store.connection(), truncate=True)
