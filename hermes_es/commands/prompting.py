@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from hermes_es.aggregates.state import SessionState
-from hermes_es.commands.engine import SessionEngine
 from hermes_es.prompts.repair import is_memory_only
 from hermes_es.prompts.sources import build_system_prompt
+
+if TYPE_CHECKING:
+    from hermes_es.aggregates.state import SessionState
+    from hermes_es.commands.engine import SessionEngine
 
 __all__ = ["ensure_turn_prompt", "repin_tools_on_resume"]
 
