@@ -1,0 +1,81 @@
+"""``hermes doctor``: a readable health report of the profile's store and config."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from hermes_es.cli.base import echo_json, get_hermes
+
+if TYPE_CHECKING:
+    from hermes_es.commands.doctor import DoctorReport
+
+_STYLE = {
+    "ok": ("ok", "green"),
+    "info": ("info", "cyan"),
+    "warning": ("WARN", "yellow"),
+    "error": ("FAIL", "bold red"),
+    "skipped": ("skip", "dim"),
+}
+
+
+@click.command("doctor")
+@click.option("--full", is_flag=True, help="Also run integrity_check and replay the whole log.")
+@click.option("--strict", is_flag=True, help="Exit 1 on warnings too, not only on errors.")
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+@click.pass_context
+def doctor_cmd(ctx: click.Context, full: bool, strict: bool, as_json: bool) -> None:
+    """Check the profile's state.db (integrity, projections vs the log, search index, WAL size,
+    live holders, stored prompts) and its config.yaml (unknown keys, legacy session-reset
+    settings), and say how to fix each problem.
+
+    Exits 1 when something is wrong (an error); warnings alone exit 0 unless --strict.
+
+    Example: hermes doctor --full
+    """
+    from hermes_es.commands.doctor import run_doctor
+
+    hermes = get_hermes(ctx)
+    report = run_doctor(hermes.dir, os.environ, full=full)
+    code = report.exit_code(strict=strict)
+    if as_json:
+        echo_json(
+            {
+                "ok": code == 0,
+                "errors": report.errors,
+                "warnings": report.warnings,
+                "profile_dir": report.profile_dir,
+                "db_path": report.db_path,
+                "config_path": report.config_path,
+                "findings": report.findings,
+            }
+        )
+    else:
+        _print_report(report)
+    if code:
+        ctx.exit(code)
+
+
+def _print_report(report: DoctorReport) -> None:
+    """The findings as a list, each problem followed by its fix, then a verdict line."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = Console(highlight=False, soft_wrap=True, force_terminal=sys.stdout.isatty())
+    console.print(f"[bold]hermes doctor[/] {escape(report.profile_dir)}")
+    for finding in report.findings:
+        label, style = _STYLE[finding.level]
+        console.print(f"  [{style}]{label:<4}[/] {finding.check:<20} {escape(finding.message)}")
+        if finding.fix:
+            console.print(f"       {'':<20} [dim]fix:[/] {escape(finding.fix)}")
+    if report.errors:
+        console.print(
+            f"[bold red]{report.errors} problem(s)[/] and {report.warnings} warning(s) found"
+        )
+    elif report.warnings:
+        console.print(f"[yellow]no problems; {report.warnings} warning(s)[/]")
+    else:
+        console.print("[green]everything looks healthy[/]")

@@ -1,0 +1,341 @@
+"""``hermes doctor``: check a profile's store and config and say what to do about each problem.
+
+Every check yields ``Finding`` rows. ``error`` means something is wrong (the store is damaged,
+projections lag the log, the config cannot be loaded); ``warning`` means hermes works but not
+the way the config or environment suggests (unknown keys, legacy reset settings, a large WAL,
+degraded stored prompts). The CLI exits 1 on errors, and on warnings too with ``--strict``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import apsw
+import msgspec
+
+from hermes_es.config import LoadedConfig, legacy_reset_findings, load_config
+from hermes_es.errors import ConfigError
+from hermes_es.home import CONFIG_NAME, STATE_DB_NAME
+
+Level = Literal["ok", "info", "warning", "error", "skipped"]
+
+WAL_WARN_BYTES = 64 * 1024 * 1024
+"""A write-ahead log larger than this is reported (it normally shrinks at each checkpoint)."""
+
+REBUILD_FIX = "run 'hermes sessions rebuild-projections' to rebuild the read models from the log"
+
+
+class Finding(msgspec.Struct, frozen=True, kw_only=True):
+    """One result of one check."""
+
+    check: str
+    """Dotted name of the check, e.g. ``store.integrity``."""
+    level: Level
+    message: str
+    fix: str = ""
+    """What to do about it (empty when nothing needs doing)."""
+
+
+class DoctorReport(msgspec.Struct, frozen=True, kw_only=True):
+    """Every finding for one profile."""
+
+    profile_dir: str
+    db_path: str
+    config_path: str
+    findings: list[Finding]
+
+    @property
+    def errors(self) -> int:
+        """How many findings are errors."""
+        return sum(1 for f in self.findings if f.level == "error")
+
+    @property
+    def warnings(self) -> int:
+        """How many findings are warnings."""
+        return sum(1 for f in self.findings if f.level == "warning")
+
+    def exit_code(self, *, strict: bool = False) -> int:
+        """1 when something is wrong (an error, or with ``strict`` also a warning), else 0."""
+        return 1 if self.errors or (strict and self.warnings) else 0
+
+
+def run_doctor(
+    profile_dir: Path, environ: Mapping[str, str], *, full: bool = False
+) -> DoctorReport:
+    """Check the store and the config of the profile living in ``profile_dir``."""
+    db_path = profile_dir / STATE_DB_NAME
+    config_path = profile_dir / CONFIG_NAME
+    findings = [*check_store(db_path, full=full), *check_config(config_path, environ)]
+    return DoctorReport(
+        profile_dir=str(profile_dir),
+        db_path=str(db_path),
+        config_path=str(config_path),
+        findings=findings,
+    )
+
+
+# --- store -----------------------------------------------------------------------------------
+
+
+def check_store(db_path: Path, *, full: bool = False) -> list[Finding]:
+    """Integrity, projections vs log, FTS index, WAL size, live holders, stored prompts."""
+    if not db_path.exists():
+        return [
+            Finding(
+                check="store",
+                level="info",
+                message=f"no store yet at {db_path}; it is created by the first session",
+            )
+        ]
+    from hermes_es.projections.catalog import connect
+
+    wal = _wal(db_path)  # before opening: the last connection to close truncates the WAL
+    try:
+        conn = connect(db_path)
+    except apsw.Error as exc:
+        return [
+            Finding(
+                check="store.open",
+                level="error",
+                message=f"cannot open {db_path}: {type(exc).__name__}: {exc}",
+                fix="restore state.db from a backup; keep the damaged file for inspection",
+            )
+        ]
+    try:
+        checks: list[Callable[[], Iterator[Finding]]] = [
+            lambda: _integrity(conn, full),
+            lambda: _projections(conn, db_path, full),
+            lambda: _fts(conn),
+            lambda: _prompts(conn),
+        ]
+        findings = [f for check in checks for f in _guarded(check)]
+    finally:
+        conn.close()
+    return [*findings, wal, _holders(db_path)]
+
+
+def _guarded(check: Callable[[], Iterator[Finding]]) -> list[Finding]:
+    """Run one check; a SQLite failure inside it becomes an error finding."""
+    try:
+        return list(check())
+    except apsw.Error as exc:
+        return [
+            Finding(
+                check="store",
+                level="error",
+                message=f"reading the store failed: {type(exc).__name__}: {exc}",
+                fix="run 'hermes doctor --full'; restore state.db from a backup if it is damaged",
+            )
+        ]
+
+
+def _integrity(conn: apsw.Connection, full: bool) -> Iterator[Finding]:
+    """SQLite's quick_check (integrity_check with ``full``)."""
+    from hermes_es.queries.health import integrity_problems
+
+    kind = "integrity_check" if full else "quick_check"
+    problems = integrity_problems(conn, full=full)
+    if not problems:
+        yield Finding(check="store.integrity", level="ok", message=f"SQLite {kind}: ok")
+        return
+    listed = "; ".join(problems[:5]) + (
+        f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""
+    )
+    yield Finding(
+        check="store.integrity",
+        level="error",
+        message=f"SQLite {kind} found {len(problems)} problem(s): {listed}",
+        fix="stop every hermes process, copy state.db aside, then restore it from a backup "
+        "(the event log is the source of truth; projections can be rebuilt from it)",
+    )
+
+
+def _projections(conn: apsw.Connection, db_path: Path, full: bool) -> Iterator[Finding]:
+    """Whether the read models have applied every event in the log (and match it, with full)."""
+    from hermes_es.projections.catalog import get_position
+    from hermes_es.queries.health import log_head
+
+    position, head = get_position(conn), log_head(conn)
+    if position == head:
+        yield Finding(
+            check="store.projections",
+            level="ok",
+            message=f"projections are in step with the log (event {head})",
+        )
+    else:
+        state = "behind" if position < head else "ahead of"
+        yield Finding(
+            check="store.projections",
+            level="error",
+            message=f"projections are at event {position}, {state} the log head {head}",
+            fix=REBUILD_FIX,
+        )
+    if full:
+        yield from _verify(db_path)
+
+
+def _verify(db_path: Path) -> Iterator[Finding]:
+    """Rebuild into a scratch database and compare every projection table."""
+    from hermes_es.projections.rebuild import verify
+
+    bad = [d for d in verify(db_path) if not d.equal]
+    if not bad:
+        yield Finding(
+            check="store.verify", level="ok", message="every projection table matches the log"
+        )
+        return
+    tables = ", ".join(f"{d.table} (live {d.live_rows}, rebuilt {d.rebuilt_rows})" for d in bad)
+    yield Finding(
+        check="store.verify",
+        level="error",
+        message=f"{len(bad)} projection table(s) differ from a replay of the log: {tables}",
+        fix=REBUILD_FIX,
+    )
+
+
+def _fts(conn: apsw.Connection) -> Iterator[Finding]:
+    """FTS5's integrity-check of the message search index against the messages table."""
+    from hermes_es.queries.health import fts_problem
+
+    problem = fts_problem(conn)
+    if problem is None:
+        yield Finding(check="store.fts", level="ok", message="search index is consistent")
+        return
+    yield Finding(
+        check="store.fts",
+        level="error",
+        message=f"search index disagrees with the stored messages ({problem})",
+        fix=REBUILD_FIX + " (this rebuilds the search index too)",
+    )
+
+
+def _prompts(conn: apsw.Connection) -> Iterator[Finding]:
+    """Stored prompts the repair scan would clear."""
+    from hermes_es.commands.prompts_admin import scan_prompts
+
+    counts = scan_prompts(conn).counts
+    candidates = counts.get("candidate", 0)
+    unverifiable = counts.get("unverifiable_no_pin", 0) + counts.get("unverifiable_memory_only", 0)
+    if candidates:
+        yield Finding(
+            check="store.prompts",
+            level="warning",
+            message=f"{candidates} stored prompt(s) lack the Skill Safety guidance although "
+            "their tools include skill_manage",
+            fix="review with 'hermes sessions repair-prompts', then run it with --apply",
+        )
+    elif unverifiable:
+        yield Finding(
+            check="store.prompts",
+            level="info",
+            message=f"{unverifiable} stored prompt(s) cannot be verified (no or memory-only "
+            "tools pin); see 'hermes sessions repair-prompts'",
+        )
+    else:
+        yield Finding(check="store.prompts", level="ok", message="stored prompts look healthy")
+
+
+def _wal(db_path: Path) -> Finding:
+    """The size of the write-ahead log."""
+    wal = db_path.with_name(db_path.name + "-wal")
+    size = wal.stat().st_size if wal.exists() else 0
+    mib = size / (1024 * 1024)
+    if size <= WAL_WARN_BYTES:
+        return Finding(check="store.wal", level="ok", message=f"write-ahead log is {mib:.1f} MiB")
+    return Finding(
+        check="store.wal",
+        level="warning",
+        message=f"write-ahead log is {mib:.1f} MiB (over {WAL_WARN_BYTES // (1024 * 1024)} MiB)",
+        fix="a long-running reader keeps it from being checkpointed: close idle hermes "
+        "processes (see store.holders), then run 'hermes sessions optimize'",
+    )
+
+
+def _holders(db_path: Path) -> Finding:
+    """Processes registered as holding state.db (when holder leases are available)."""
+    try:
+        module = importlib.import_module("hermes_es.commands.holders")
+    except ModuleNotFoundError as exc:
+        if exc.name != "hermes_es.commands.holders":
+            raise
+        module = None
+    live_holders = getattr(module, "live_holders", None)
+    if live_holders is None:
+        return Finding(
+            check="store.holders",
+            level="skipped",
+            message="live-holder detection is not available in this build; check skipped",
+        )
+    holders = list(live_holders(db_path))
+    if not holders:
+        return Finding(check="store.holders", level="ok", message="no other process holds it")
+    describe = getattr(module, "describe", str)
+    names = "; ".join(_describe_holder(describe, h) for h in holders)
+    return Finding(
+        check="store.holders",
+        level="info",
+        message=f"{len(holders)} live process(es) hold state.db: {names}",
+    )
+
+
+def _describe_holder(describe: Callable[[Any], str], holder: Any) -> str:
+    """A holder for messages, whatever shape the holders module gives it."""
+    try:
+        return str(describe(holder))
+    except (TypeError, AttributeError):
+        return str(holder)
+
+
+# --- config ----------------------------------------------------------------------------------
+
+
+def check_config(config_path: Path, environ: Mapping[str, str]) -> list[Finding]:
+    """Load the config; report unknown keys and legacy session-reset settings."""
+    findings: list[Finding] = []
+    loaded: LoadedConfig | None = None
+    try:
+        loaded = load_config(config_path)
+    except ConfigError as exc:
+        findings.append(
+            Finding(
+                check="config.load",
+                level="error",
+                message=str(exc),
+                fix=f"fix {config_path} (hermes uses its defaults until it loads)",
+            )
+        )
+    if loaded is not None:
+        findings.append(_loaded(loaded))
+        findings.extend(
+            Finding(
+                check="config.unknown_key",
+                level="warning",
+                message=f"{config_path}: unknown key {key!r} is ignored",
+                fix="remove it or correct its spelling",
+            )
+            for key in loaded.unknown_keys
+        )
+    raw = loaded.raw if loaded is not None else {}
+    findings.extend(
+        Finding(
+            check="config.legacy_reset",
+            level="warning",
+            message=message,
+            fix="remove the setting, or install the plugin to keep time-based resets: "
+            "hermes plugins install hermes-session-reset-policy",
+        )
+        for message in legacy_reset_findings(raw, environ)
+    )
+    return findings
+
+
+def _loaded(loaded: LoadedConfig) -> Finding:
+    """The config file's presence."""
+    if loaded.exists:
+        return Finding(check="config.load", level="ok", message=f"{loaded.path} loads")
+    return Finding(
+        check="config.load", level="info", message=f"no {loaded.path}; defaults are in use"
+    )
