@@ -6,9 +6,12 @@ does not pay for the chat loop or the write path.
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from hermes_es.cli.base import LazyGroup
+from hermes_es.cli.root import RootGroup, chat_options
 
 SESSIONS_COMMANDS = {
     # core: audit and maintenance
@@ -42,15 +45,22 @@ ROOT_COMMANDS = {
 }
 
 
-@click.group(cls=LazyGroup, lazy=ROOT_COMMANDS)
+@click.group(cls=RootGroup, lazy=ROOT_COMMANDS, invoke_without_command=True)
 @click.option("-p", "--profile", default=None, help="Profile name (default: the default profile).")
+@chat_options
 @click.version_option(package_name="hermes_es", prog_name="hermes")
 @click.pass_context
-def cli(ctx: click.Context, profile: str | None) -> None:
+def cli(ctx: click.Context, /, profile: str | None, **chat: Any) -> None:
     """hermes: an AI agent whose every conversation is recorded as events.
+
+    With no subcommand, chat: interactively on a terminal, or once with -q/-z/-Q.
 
     Example: hermes sessions list --limit 5
     """
+    if ctx.invoked_subcommand is None:
+        from hermes_es.cli.chat import run_from_options
+
+        run_from_options(ctx, chat)
 
 
 @cli.group("sessions", cls=LazyGroup, lazy=SESSIONS_COMMANDS)

@@ -1,0 +1,238 @@
+"""The interactive chat loop and its slash commands, with the resume recap panel."""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from hermes_es.errors import HermesError, UsageError
+
+if TYPE_CHECKING:
+    from hermes_es.cli.chat import ChatApp
+    from hermes_es.queries.recap import Recap
+
+PROMPT = "hermes> "
+HELP = """Commands:
+  /new [NAME]        start a fresh session (optionally titled)
+  /title NAME        set this session's title
+  /compress          archive older turns behind a summary
+  /rewind [N]        remove the last N turns (default 1)
+  /save md|html|json save this session to a file
+  /sessions          recent sessions
+  /resume NAME       switch to another session
+  /reasoning LEVEL   set the reasoning effort (none, low, medium, high)
+  /attach PATH       attach a file to the next message
+  /recap             show the recap again
+  /exit              leave (the session id is printed)"""
+
+
+def notify(message: str) -> None:
+    """A status line from the chat (reloads, recreations)."""
+    click.echo(f"↪ {message}", err=True)
+
+
+def render_recap(recap: Recap, *, minimal: bool) -> None:
+    """Draw the recap: a rich panel, or one line when ``display.resume_display: minimal``."""
+    title = f' "{recap.title}"' if recap.title else ""
+    if minimal:
+        click.echo(f"↪ Resumed session {recap.session_id}{title} ({recap.total_messages} messages)")
+        return
+    from rich.console import Console
+    from rich.panel import Panel
+    from rich.text import Text
+
+    body = Text()
+    for index, line in enumerate(recap.lines):
+        if index:
+            body.append("\n")
+        if line.role == "user":
+            body.append("you: ", style="bold cyan")
+        else:
+            body.append("hermes: ", style="bold green")
+        body.append(line.text)
+        if line.tools_label:
+            body.append(f" {line.tools_label}" if line.text else line.tools_label, style="dim")
+    if not recap.lines:
+        body.append("(no messages yet)", style="dim")
+    header = f"Recap of {recap.session_id}{title} · last {recap.exchanges} exchanges"
+    Console(highlight=False, soft_wrap=False).print(
+        Panel(body, title=header, title_align="left", border_style="blue")
+    )
+
+
+def show_recap(app: ChatApp) -> None:
+    """Draw the current session's recap."""
+    from hermes_es.queries.recap import session_recap
+
+    assert app.chat is not None
+    recap = session_recap(app.engine.store.connection(), app.chat.session_id)
+    render_recap(recap, minimal=app.config.display.resume_display == "minimal")
+
+
+def _sessions(app: ChatApp, _: str) -> None:
+    from hermes_es.commands.resume import picker_sessions
+
+    rows = picker_sessions(app.engine.store.connection(), limit=20)
+    if not rows:
+        click.echo("(no sessions)")
+    for row in rows:
+        marker = "*" if app.chat is not None and row.session_id == app.chat.session_id else " "
+        click.echo(f"{marker} {row.session_id}  {row.title or '-':<24}  {row.preview[:50]}")
+
+
+def _new(app: ChatApp, arg: str) -> None:
+    app.source = "cli" if app.source == "oneshot" else app.source
+    chat = app.new_session(arg)
+    click.echo(f"New session {chat.session_id}" + (f' "{arg}"' if arg else ""))
+
+
+def _title(app: ChatApp, arg: str) -> None:
+    assert app.chat is not None
+    if not arg:
+        raise UsageError("usage: /title NAME")
+    app.chat.set_title(arg)
+    click.echo(f'Title set: "{arg}"')
+
+
+def _compress(app: ChatApp, _: str) -> None:
+    assert app.chat is not None
+    before = app.chat.session_id
+    out = app.chat.compress()
+    if out.session_id != before:
+        app._hold(out.session_id, "chat")
+        app._crumb(out.session_id)
+        click.echo(
+            f"Compressed {out.archived} messages; continuing in {out.session_id} ({out.kept} kept)"
+        )
+    else:
+        click.echo(f"Compressed {out.archived} messages in place ({out.kept} kept)")
+
+
+def _rewind(app: ChatApp, arg: str) -> None:
+    assert app.chat is not None
+    turns = int(arg) if arg.strip().isdigit() else 1
+    removed = app.chat.rewind(turns)
+    click.echo(f"Rewound {turns} turn(s): {removed} messages left the context")
+
+
+def _save(app: ChatApp, arg: str) -> None:
+    import importlib
+
+    assert app.chat is not None
+    try:
+        importlib.import_module("hermes_es.commands.export")
+    except ModuleNotFoundError as exc:
+        raise HermesError("/save is not available: the export module is missing") from exc
+    raise HermesError(f"/save {arg}: not wired yet")
+
+
+def _resume(app: ChatApp, arg: str) -> None:
+    from hermes_es.commands.resume import pick_session
+
+    if not arg:
+        raise UsageError("usage: /resume NAME")
+    picked = pick_session(app.engine.store.connection(), resume_ref=arg)
+    app.resume_session(
+        picked.session_id, conflict=None, interactive=True, restore=True, pin_dir=None
+    )
+    show_recap(app)
+
+
+def _reasoning(app: ChatApp, arg: str) -> None:
+    assert app.chat is not None
+    if not arg:
+        click.echo(f"Reasoning: {app.chat.reasoning or 'default'}")
+        return
+    app.chat.set_reasoning(arg.strip().lower())
+    click.echo(f"Reasoning set to {arg.strip().lower()}")
+
+
+def _attach(app: ChatApp, arg: str) -> None:
+    assert app.chat is not None
+    if not arg:
+        raise UsageError("usage: /attach PATH")
+    parts = shlex.split(arg)
+    for part in parts:
+        app.chat.attach(Path(part))
+    click.echo(f"Attached {len(parts)} file(s) to your next message")
+
+
+def _recap(app: ChatApp, _: str) -> None:
+    show_recap(app)
+
+
+def _help(app: ChatApp, _: str) -> None:
+    click.echo(HELP)
+
+
+COMMANDS: dict[str, Callable[[ChatApp, str], None]] = {
+    "/new": _new,
+    "/title": _title,
+    "/compress": _compress,
+    "/rewind": _rewind,
+    "/save": _save,
+    "/sessions": _sessions,
+    "/resume": _resume,
+    "/reasoning": _reasoning,
+    "/attach": _attach,
+    "/recap": _recap,
+    "/help": _help,
+}
+WRITE_COMMANDS = frozenset({"/title", "/compress", "/rewind", "/reasoning", "/attach"})
+
+
+def _say(app: ChatApp, text: str) -> None:
+    """Send one message and print the reply (errors keep the user's message and the loop)."""
+    assert app.chat is not None
+    if app.read_only:
+        click.echo("read-only: this chat only watches the session (use /exit)", err=True)
+        return
+    outcome = app.chat.send(text)
+    for note in outcome.attachments:
+        click.echo(f"📎 {note}", err=True)
+    click.echo(outcome.reply)
+
+
+def run_repl(app: ChatApp, *, recap: bool) -> None:
+    """Read messages and slash commands until ``/exit`` or end of input."""
+    assert app.chat is not None
+    if recap:
+        show_recap(app)
+    mode = " (read-only)" if app.read_only else ""
+    click.echo(f"Session {app.chat.session_id}{mode}. /help for commands, /exit to leave.")
+    while True:
+        try:
+            line = input(PROMPT)
+        except (EOFError, KeyboardInterrupt):
+            click.echo()
+            break
+        text = line.strip()
+        if not text:
+            continue
+        if text in ("/exit", "/quit"):
+            break
+        try:
+            if text.startswith("/") and text[1:2].isalpha():
+                name, _, arg = text.partition(" ")
+                handler = COMMANDS.get(name)
+                if handler is None:
+                    click.echo(f"Unknown command {name}; /help lists commands", err=True)
+                elif app.read_only and name in WRITE_COMMANDS:
+                    click.echo(f"read-only: {name} is not available", err=True)
+                else:
+                    handler(app, arg.strip())
+            else:
+                _say(app, text)
+        except HermesError as exc:
+            click.echo(f"Error: {exc.message}", err=True)
+    chat = app.chat
+    if not app.read_only:
+        with contextlib.suppress(HermesError):
+            app.engine.end_session(chat.session_id, "user_exit")
+    click.echo(f"Session: {chat.session_id}")
+    click.echo(f"Resume with: hermes --resume {chat.session_id}")

@@ -1,0 +1,471 @@
+"""The chat turn use case: prompt, context window, responder call and atomic recording.
+
+A turn sends exactly three things: the session's stored system prompt bytes, its active
+conversation window, and the per-turn injections. The user's message is recorded before the
+responder is called (so a failing endpoint never loses it); everything the responder returns
+(tool calls, tool results, reply) is then recorded as one atomic turn.
+
+Concurrency: every append names the stream version this chat last saw. When another writer got
+there first the chat reloads its window and retries, so nothing is lost. When the session was
+deleted under an open chat, the next save recreates it under the same id with the whole
+in-memory transcript.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from hermes_es.commands.engine import SessionEngine
+from hermes_es.config import HermesConfig
+from hermes_es.errors import (
+    ConflictError,
+    InvariantError,
+    SessionNotFoundError,
+    ValidationError,
+)
+from hermes_es.media import describe_attachment, find_paths_in_message, render_attachment_text
+from hermes_es.queries.transcript import TranscriptMessage, messages_of
+from hermes_es.responders.base import ChatMessage, Responder, ToolCall, TurnResult, text_of
+
+CLI_HISTORY_SOURCES = ("cli", "tui", "oneshot")
+"""Sources ``-c`` and ``--resume latest`` treat as CLI history (one-shot runs included)."""
+
+PICKER_HIDDEN_SOURCES = ("oneshot", "kanban", "tool")
+"""Sources hidden from session pickers such as ``/sessions``."""
+
+SUMMARY_PREFIX = "[Summary of earlier conversation]"
+
+Notify = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    """Default notifier: say nothing."""
+
+
+class TurnOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """What one turn produced."""
+
+    session_id: str
+    reply: str
+    """The final assistant text."""
+    messages: list[ChatMessage]
+    """Everything the responder returned, in order."""
+    seqs: list[int]
+    """Sequence numbers of the user message then the responder's messages."""
+    attachments: list[str] = []
+    """One note per attachment handled this turn."""
+
+
+class CompressOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``/compress`` did."""
+
+    mode: str
+    """in_place | split."""
+    session_id: str
+    """The session the chat continues in (the child after a split)."""
+    archived: int
+    """Messages that left the active context."""
+    kept: int
+    """Messages kept verbatim."""
+
+
+# --- conversions -----------------------------------------------------------------------------
+
+
+def stored_to_dict(message: TranscriptMessage) -> dict[str, Any]:
+    """A stored transcript message as an appendable message mapping."""
+    return {
+        "role": message.role,
+        "content": message.parts if message.parts is not None else message.content,
+        "tool_calls": [
+            {
+                "id": c.get("id", ""),
+                "name": c.get("name", ""),
+                "arguments": c.get("arguments", "{}"),
+            }
+            for c in message.tool_calls
+        ],
+        "tool_call_id": message.tool_call_id,
+        "tool_name": message.tool_name,
+        "reasoning": message.reasoning,
+        "media": message.media,
+        "finish_reason": message.finish_reason,
+    }
+
+
+def dict_to_chat(message: dict[str, Any]) -> ChatMessage:
+    """An appendable message mapping as the responder sees it (media text rendered in)."""
+    content: str | list[dict[str, Any]] = message.get("content", "")
+    blocks = [str(m["text"]) for m in message.get("media") or [] if m.get("text")]
+    if blocks:
+        joined = "\n\n".join(blocks)
+        if isinstance(content, str):
+            content = f"{content}\n\n{joined}" if content else joined
+        else:
+            content = [*content, {"type": "text", "text": joined}]
+    return ChatMessage(
+        role=message["role"],
+        content=content,
+        tool_calls=[
+            ToolCall(id=c["id"], name=c["name"], arguments=c.get("arguments", "{}"))
+            for c in message.get("tool_calls") or []
+        ],
+        tool_call_id=message.get("tool_call_id"),
+        name=message.get("tool_name"),
+    )
+
+
+def result_to_dicts(result: TurnResult) -> list[dict[str, Any]]:
+    """The responder's messages as appendable mappings (usage on the final message)."""
+    out: list[dict[str, Any]] = []
+    for index, m in enumerate(result.messages):
+        last = index == len(result.messages) - 1
+        out.append(
+            {
+                "role": m.role,
+                "content": m.content,
+                "tool_calls": [
+                    {"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls
+                ],
+                "tool_call_id": m.tool_call_id,
+                "tool_name": m.name,
+                "reasoning": m.reasoning,
+                "finish_reason": m.finish_reason,
+                "tokens_in": result.usage.prompt_tokens if last else 0,
+                "tokens_out": result.usage.completion_tokens if last else 0,
+            }
+        )
+    return out
+
+
+def paired(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Drop tool results whose call is not in ``messages`` (a window may start mid-turn)."""
+    open_calls: set[str] = set()
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if m["role"] == "tool":
+            if m.get("tool_call_id") not in open_calls:
+                continue
+            open_calls.discard(m["tool_call_id"])
+        for call in m.get("tool_calls") or []:
+            open_calls.add(call["id"])
+        out.append(m)
+    return out
+
+
+def is_deleted_error(exc: Exception) -> bool:
+    """True when an append failed because the session no longer exists."""
+    if isinstance(exc, SessionNotFoundError):
+        return True
+    return isinstance(exc, InvariantError) and (
+        "deleted" in exc.message or "does not exist" in exc.message
+    )
+
+
+# --- the chat --------------------------------------------------------------------------------
+
+
+class Chat:
+    """One live chat on one session: turns, compaction, rewind, and recovery."""
+
+    def __init__(
+        self,
+        engine: SessionEngine,
+        session_id: str,
+        *,
+        responder: Responder,
+        config: HermesConfig,
+        profile_dir: Path,
+        tools: Sequence[str],
+        model: str = "",
+        reasoning: str | None = None,
+        workspace: Path | None = None,
+        notify: Notify = _quiet,
+    ) -> None:
+        self.engine = engine
+        self.session_id = session_id
+        self.responder = responder
+        self.config = config
+        self.profile_dir = profile_dir
+        self.tools = list(tools)
+        self.workspace = workspace
+        self.notify = notify
+        self.pending_attachments: list[Path] = []
+        state = engine.get(session_id)
+        self.model = model or state.model or config.model.name
+        self.reasoning = reasoning if reasoning is not None else state.reasoning or None
+        self._meta = state
+        self._prompt_text: str | None = None
+        self.version = state.version
+        self.memory: list[dict[str, Any]] = []
+        self.reload()
+
+    # -- state -------------------------------------------------------------------------------
+
+    def reload(self) -> None:
+        """Reload the in-memory window from the store (after another writer, rewind, compact)."""
+        conn = self.engine.store.connection()
+        self.memory = [
+            stored_to_dict(m) for m in messages_of(conn, self.session_id, scope="context")
+        ]
+        state = self.engine.get(self.session_id)
+        self.version = state.version
+        self._meta = state
+
+    def window(self) -> list[ChatMessage]:
+        """The active conversation window as the responder sees it."""
+        return [dict_to_chat(m) for m in self.memory]
+
+    def _current_version(self) -> int:
+        """The stream version now, recovering the session first if it was deleted."""
+        try:
+            state = self.engine.get(self.session_id)
+        except (SessionNotFoundError, InvariantError) as exc:
+            if not is_deleted_error(exc):
+                raise
+            self._recreate()
+            state = self.engine.get(self.session_id)
+        if state.version != self.version:
+            self.notify(
+                f"session {self.session_id} was changed by another writer; reloaded its window"
+            )
+            self.reload()
+            state = self.engine.get(self.session_id)
+        return state.version
+
+    def _recreate(self) -> None:
+        """Recreate a deleted session under the same id with the whole in-memory transcript."""
+        meta = self._meta
+        title = meta.title
+        kwargs: dict[str, Any] = {
+            "session_id": self.session_id,
+            "user_id": meta.user_id,
+            "profile": meta.profile,
+            "model": meta.model,
+            "model_config": {"reasoning_effort": meta.reasoning} if meta.reasoning else {},
+            "system_prompt": self._prompt_text,
+            "tools": meta.tools,
+            "cwd": meta.cwd,
+        }
+        try:
+            self.engine.start_session(meta.source, title=title, **kwargs)
+        except ValidationError:
+            self.engine.start_session(meta.source, **kwargs)
+        memory = paired(self.memory)
+        if memory:
+            self.engine.append_turn(self.session_id, memory)
+        self.notify(
+            f"session {self.session_id} was deleted while open; recreated it with "
+            f"{len(memory)} messages"
+        )
+        self.reload()
+
+    def _append(self, messages: list[dict[str, Any]]) -> list[int]:
+        """Append one atomic turn at the version this chat expects; retry after a conflict."""
+        for _attempt in range(3):
+            expected = self._current_version()
+            try:
+                seqs = self.engine.append_turn(self.session_id, messages, expected_version=expected)
+            except ConflictError:
+                continue
+            except (SessionNotFoundError, InvariantError) as exc:
+                if not is_deleted_error(exc):
+                    raise
+                self._recreate()
+                continue
+            self.memory.extend(messages)
+            self.version = self.engine.get(self.session_id).version
+            return seqs
+        raise ConflictError(
+            f"session {self.session_id} kept changing under this chat; try again",
+            subject=self.session_id,
+            expected=self.version,
+            actual=self.engine.get(self.session_id).version,
+        )
+
+    # -- prompt ------------------------------------------------------------------------------
+
+    def system_prompt(self) -> str:
+        """The exact system prompt for this turn (built/stored first time, rebuilt on refresh)."""
+        from hermes_es.commands.prompting import ensure_turn_prompt
+
+        self._current_version()
+        text = ensure_turn_prompt(
+            self.engine,
+            self.session_id,
+            profile_dir=self.profile_dir,
+            workspace=self.workspace,
+            tools=self.tools,
+        )
+        self._prompt_text = text
+        self.version = self.engine.get(self.session_id).version
+        return text
+
+    # -- media -------------------------------------------------------------------------------
+
+    def attach(self, path: Path) -> None:
+        """Queue a file for the next message (``/attach PATH``)."""
+        resolved = path.expanduser()
+        if not resolved.is_file():
+            raise ValidationError(f"attachment not found: {path}", subject=str(path))
+        self.pending_attachments.append(resolved)
+
+    def _describe_image(self, path: Path) -> str:
+        """Ask a vision-capable responder for a one-time description of an image."""
+        mime = "image/png" if path.suffix.lower() == ".png" else "image/jpeg"
+        data = base64.b64encode(path.read_bytes()).decode()
+        ask = ChatMessage(
+            role="user",
+            content=[
+                {"type": "text", "text": "Describe this image in a few sentences for later turns."},
+                {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{data}"}},
+            ],
+        )
+        result = self.responder.respond("", [ask], model=self.model)
+        return text_of(result.messages[-1].content).strip()
+
+    def _media_for(self, text: str) -> tuple[list[dict[str, Any]], list[str]]:
+        """Inspect each attachment once: media entries holding only the derived text."""
+        cwd = Path.cwd()
+        paths = [*self.pending_attachments, *find_paths_in_message(text, cwd)]
+        self.pending_attachments = []
+        seen: set[Path] = set()
+        media: list[dict[str, Any]] = []
+        notes: list[str] = []
+        for path in paths:
+            resolved = path.resolve()
+            if resolved in seen:
+                continue
+            seen.add(resolved)
+            att = describe_attachment(
+                resolved,
+                can_see_images=self.responder.can_see_images,
+                describe_image=self._describe_image if self.responder.can_see_images else None,
+                transcriber=None,
+            )
+            media.append(
+                {
+                    "kind": att.kind,
+                    "path": att.path,
+                    "text": render_attachment_text(att),
+                    "note": att.note,
+                }
+            )
+            notes.append(f"{att.kind} {att.path}: {att.note}")
+        return media, notes
+
+    # -- turns -------------------------------------------------------------------------------
+
+    def send(self, text: str, *, injections: Sequence[str] = ()) -> TurnOutcome:
+        """Run one turn: record the user message, ask the responder, record its turn atomically."""
+        if not text.strip() and not self.pending_attachments:
+            raise ValidationError("empty message", subject="message")
+        prompt = self.system_prompt()
+        media, notes = self._media_for(text)
+        user: dict[str, Any] = {"role": "user", "content": text, "media": media}
+        [user_seq] = self._append([user])
+        window = self.window()
+        if injections:
+            window.append(ChatMessage(role="system", content="\n\n".join(injections)))
+        result = self.responder.respond(prompt, window, model=self.model, reasoning=self.reasoning)
+        produced = result_to_dicts(result)
+        seqs = self._append(produced) if produced else []
+        reply = text_of(result.messages[-1].content) if result.messages else ""
+        return TurnOutcome(
+            session_id=self.session_id,
+            reply=reply,
+            messages=list(result.messages),
+            seqs=[user_seq, *seqs],
+            attachments=notes,
+        )
+
+    # -- slash-command use cases -------------------------------------------------------------
+
+    def rewind(self, turns: int = 1) -> int:
+        """Remove the last ``turns`` user turns; returns how many messages left the context."""
+        removed = self.engine.rewind_turns(self.session_id, turns)
+        self.reload()
+        return len(removed)
+
+    def set_title(self, title: str) -> None:
+        """Set the session title."""
+        self.engine.set_title(self.session_id, title)
+        self._meta = self.engine.get(self.session_id)
+        self.version = self._meta.version
+
+    def set_reasoning(self, level: str) -> None:
+        """Record a ``/reasoning`` level (kept across resumes)."""
+        allowed = ("none", "minimal", "low", "medium", "high", "xhigh")
+        if level not in allowed:
+            raise ValidationError(
+                f"reasoning level must be one of {', '.join(allowed)}, got {level!r}",
+                subject=level,
+            )
+        self.engine.set_reasoning(self.session_id, level)
+        self.reasoning = level
+        self.version = self.engine.get(self.session_id).version
+
+    def compress(self, *, mode: str | None = None, keep_last: int | None = None) -> CompressOutcome:
+        """Compact older turns into a summary, in place or by splitting into a child session."""
+        mode = mode or self.config.sessions.compress_mode
+        keep = self.config.sessions.compress_keep_last if keep_last is None else keep_last
+        self._current_version()
+        conn = self.engine.store.connection()
+        window = messages_of(conn, self.session_id, scope="context")
+        boundary = max(0, len(window) - keep)
+        while 0 < boundary < len(window) and window[boundary].role != "user":
+            boundary -= 1
+        older, tail = window[:boundary], window[boundary:]
+        if not older:
+            raise InvariantError(
+                f"nothing to compress: session {self.session_id} has only "
+                f"{len(window)} active messages (keeping the last {keep})",
+                subject=self.session_id,
+            )
+        summary = self.responder.summarize([dict_to_chat(stored_to_dict(m)) for m in older])
+        summary_msg = {"role": "system", "content": f"{SUMMARY_PREFIX}\n{summary}"}
+        if mode == "in_place":
+            self.engine.compact(self.session_id, [m.seq for m in older], [summary_msg])
+        else:
+            carry = paired([stored_to_dict(m) for m in tail])
+            self.session_id = self.engine.continue_session(
+                self.session_id, [summary_msg], carry=carry
+            )
+        self.reload()
+        return CompressOutcome(
+            mode="in_place" if mode == "in_place" else "split",
+            session_id=self.session_id,
+            archived=len(older),
+            kept=len(tail),
+        )
+
+
+# --- starting and branching ------------------------------------------------------------------
+
+
+def fork_session(engine: SessionEngine, session_id: str, *, source: str = "cli") -> str:
+    """Fork a branch of ``session_id``: a new session holding a copy of its context window."""
+    state = engine.get(session_id)
+    conn = engine.store.connection()
+    window = paired([stored_to_dict(m) for m in messages_of(conn, session_id, scope="context")])
+    child = engine.start_session(
+        source,
+        profile=state.profile,
+        user_id=state.user_id,
+        model=state.model,
+        model_config={"reasoning_effort": state.reasoning} if state.reasoning else {},
+        system_prompt=engine.stored_prompt(session_id),
+        tools=state.tools,
+        cwd=state.cwd or os.getcwd(),
+        parent_id=session_id,
+        parent_kind="branch",
+    )
+    if window:
+        engine.append_turn(child, window)
+    return child
