@@ -155,6 +155,11 @@ _STOP_VALUES = frozenset(
         "your-api-key",
         "your_token",
         "your_password",
+        "pass",
+        "password",
+        "passwd",
+        "secret",
+        "token",
     }
 )
 _MASKED_RE = re.compile(r"^[*xX.•#_-]+$")
@@ -230,11 +235,11 @@ def _flag(m: re.Match[str]) -> str | None:
 
 
 def _url_password(m: re.Match[str]) -> str | None:
-    """Classifier for ``scheme://user:pass@host``: skip ``host:port@`` oddities and env refs."""
+    """Classifier for ``scheme://user:pass@host``: skip placeholders, env refs, ``:port@``."""
     value = m.group("secret")
-    if (value.isdigit() and not m.group("user")) or value.startswith("$"):
+    if value.isdigit() and not m.group("user"):
         return None
-    return "url_password"
+    return "url_password" if _plausible(value, "password", quoted=True) else None
 
 
 def _bearer(m: re.Match[str]) -> str | None:
@@ -250,11 +255,17 @@ def _bearer(m: re.Match[str]) -> str | None:
 _B = r"(?<![A-Za-z0-9_-])"  # a token starts here: not glued to a preceding word
 _E = r"(?![A-Za-z0-9_-])"  # and ends here
 _PEM_LABEL = r"[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?"
+_PEM_TEXT = r"(?:[^-]|-(?!----(?:BEGIN|END) ))*+"  # up to the next BEGIN/END line, linearly
 _PEM_BODY = r"(?:(?:\s|\\[nr])+[A-Za-z0-9+/=]{16,})*"  # an unterminated block: base64 lines
-_KEY = r"(?P<kq>\\?[\"']?)(?P<key>[A-Za-z_][\w.-]{0,63})(?P=kq)"
-_KEY_HINT = r"(?=\\?[\"']?[\w.-]{0,64}?(?i:pass|pwd|pw\b|secret|token|key|auth|cred))"
+_KEY_HINT = r"(?=[\w.-]{0,64}?(?i:pass|pwd|pw\b|secret|token|key|auth|cred))"
 _OP = r"[ \t]*(?P<op>=>|=(?!=)|:(?![:/]))[ \t]*"
-_LABEL = rf"(?<!\w){_KEY_HINT}{_KEY}{_OP}"
+_OP_EQ = r"[ \t]*(?P<op>=>|=(?!=))[ \t]*"
+_OP_COLON = r"[ \t]*(?P<op>:(?![:/]))[ \t]*"
+# A label starts a run of name characters (so scanning stays linear), optionally quoted.
+_NAME = rf"(?<![\w.-])(?P<kq>\\?[\"']?){_KEY_HINT}(?P<key>[\w.-]{{1,64}})(?P=kq)"
+_LABEL = _NAME + _OP
+# An unquoted ``key=value`` value; ``&`` ends it only where a query parameter or ``&&`` follows.
+_EQ_VALUE = r"(?:[^\s\"'`,;&|<>(){}\[\]\\]|&(?!&)(?![\w.-]+=))+"
 
 _RULES: tuple[_Rule, ...] = (
     # Whole private-key blocks: a service-account JSON field, then any PEM block.
@@ -267,8 +278,7 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _fixed(
         "private_key",
-        rf"-----BEGIN {_PEM_LABEL}-----(?:.*?-----END {_PEM_LABEL}-----|{_PEM_BODY})",
-        re.DOTALL,
+        rf"-----BEGIN {_PEM_LABEL}-----(?:{_PEM_TEXT}-----END {_PEM_LABEL}-----|{_PEM_BODY})",
     ),
     # Provider keys with distinctive prefixes.
     _fixed("anthropic_key", rf"{_B}sk-ant-[A-Za-z0-9_-]{{20,}}"),
@@ -324,7 +334,7 @@ _RULES: tuple[_Rule, ...] = (
     _fixed("bearer_token", r"\bBearer[ \t]+(?P<secret>(?=[\w.~+/-]*\d)[\w.~+/-]{16,}=*)"),
     _Rule(
         re.compile(
-            r"\b[A-Za-z][A-Za-z0-9+.-]*://(?P<user>[^\s:/?#@\"'<>]*):"
+            r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,31}://(?P<user>[^\s:/?#@\"'<>]*):"
             r"(?P<secret>[^\s/?#\"'<>]+)@(?=[A-Za-z0-9\[])"
         ),
         _url_password,
@@ -336,7 +346,11 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(re.compile(rf"{_LABEL}'(?P<secret>[^'\n]*)'"), _labelled(quoted=True)),
     _Rule(
-        re.compile(rf"{_LABEL}(?P<secret>[^\s\"'`,;&|<>(){{}}\[\]\\]+)"),
+        re.compile(rf"{_NAME}{_OP_EQ}(?P<secret>{_EQ_VALUE})"),
+        _labelled(quoted=False),
+    ),
+    _Rule(  # YAML / header style: the value runs to the end of the line
+        re.compile(rf"{_NAME}{_OP_COLON}(?P<secret>[^\s\"'`,<>(){{}}\[\]\\]+)"),
         _labelled(quoted=False),
     ),
     _Rule(
@@ -368,11 +382,21 @@ def _apply(rule: _Rule, text: str, stats: RedactionStats) -> str:
     return rule.pattern.sub(replace, text)
 
 
+_MAX_PASSES = 8
+
+
 def redact_with_stats(text: str, stats: RedactionStats | None = None) -> tuple[str, RedactionStats]:
     """Redact secrets in ``text``; return the result and per-kind counts (added to ``stats``)."""
     stats = RedactionStats() if stats is None else stats
-    for rule in _RULES:
-        text = _apply(rule, text, stats)
+    # Replacing one secret can expose a neighbour it was glued to (``AIza...123:AA...``), so
+    # repeat until a pass finds nothing: that makes redaction idempotent. Each pass that finds
+    # something turns at least one character of plain text into a marker, so this terminates.
+    for _ in range(_MAX_PASSES):
+        before = stats.total
+        for rule in _RULES:
+            text = _apply(rule, text, stats)
+        if stats.total == before:
+            break
     return text, stats
 
 
