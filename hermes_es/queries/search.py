@@ -1,4 +1,15 @@
-"""Full-text search over messages: bm25 ranking and highlighted snippets."""
+"""Full-text search over messages: bm25 ranking, highlighted snippets, context, chain groups.
+
+Query plan. ``ORDER BY rank`` makes FTS5 score every matching row before the LIMIT applies,
+which costs hundreds of milliseconds for the most frequent words of a big store. The default
+``bounded`` plan first asks FTS5 for the ``window``-th most recent match (``ORDER BY rowid DESC
+LIMIT 1 OFFSET window-1``: FTS5 walks the doclists backwards and stops there; message row ids
+grow with the log position, so rowid order is recency order). When there are fewer matches
+than that, every match is ranked (full recall for rare terms); otherwise bm25 ranks only the
+matches at or after that row id (``rowid >= floor`` is pushed into FTS5). bm25 keeps using
+whole-index statistics either way. If filters (source, role, state) leave fewer hits than
+asked for, the window grows eightfold until it covers everything.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +22,10 @@ from hermes_es.queries.fts_query import build_match
 
 SNIPPET_OPEN = "\x02"
 SNIPPET_CLOSE = "\x03"
+CANDIDATE_WINDOW = 2000
+"""How many most-recent matches the bounded plan ranks before widening."""
+AUTOMATION_SOURCES = ("cron", "kanban", "tool")
+"""Sources left out of a default search (name them with ``sources`` to search them)."""
 
 
 class SearchHit(msgspec.Struct, frozen=True, kw_only=True):
@@ -27,30 +42,15 @@ class SearchHit(msgspec.Struct, frozen=True, kw_only=True):
     title: str
     root_id: str
     state: str
+    message_id: int = 0
+    ord: float = 0.0
 
 
-def search_messages(
-    conn: apsw.Connection,
-    query: str,
-    *,
-    limit: int = 20,
-    sources: Sequence[str] | None = None,
-    roles: Sequence[str] | None = None,
-    exclude_sources: Sequence[str] = (),
-) -> list[SearchHit]:
-    """Messages matching ``query`` (any text is safe), best bm25 first."""
-    match = build_match(query)
-    if match is None or limit <= 0:
-        return []
-    sql = (
-        "SELECT m.session_id, m.seq, m.role,"
-        f" snippet(messages_fts, 0, '{SNIPPET_OPEN}', '{SNIPPET_CLOSE}', '…', 16),"
-        " bm25(messages_fts), m.at, s.source, s.title, s.root_id, m.state"
-        " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
-        " JOIN sessions s ON s.id = m.session_id"
-        " WHERE messages_fts MATCH ? AND m.state IN ('active', 'compacted')"
-    )
-    params: list[object] = [match]
+def _filters(
+    sources: Sequence[str] | None, roles: Sequence[str] | None, exclude_sources: Sequence[str]
+) -> tuple[str, list[object]]:
+    sql = " AND m.state IN ('active', 'compacted')"
+    params: list[object] = []
     if sources:
         sql += f" AND s.source IN ({','.join('?' * len(sources))})"
         params.extend(sources)
@@ -60,8 +60,41 @@ def search_messages(
     if roles:
         sql += f" AND m.role IN ({','.join('?' * len(roles))})"
         params.extend(roles)
-    sql += " ORDER BY bm25(messages_fts) LIMIT ?"
-    params.append(limit)
+    return sql, params
+
+
+def recency_floor(conn: apsw.Connection, match: str, window: int) -> int | None:
+    """The row id of the ``window``-th most recent match, or None when there are fewer."""
+    rows = conn.execute(
+        "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?"
+        " ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+        (match, max(window, 1) - 1),
+    ).fetchall()
+    return int(rows[0][0]) if rows else None
+
+
+def _ranked(
+    conn: apsw.Connection,
+    match: str,
+    floor: int | None,
+    limit: int,
+    where: str,
+    params: list[object],
+) -> list[SearchHit]:
+    sql = (
+        "SELECT m.session_id, m.seq, m.role,"
+        f" snippet(messages_fts, 0, '{SNIPPET_OPEN}', '{SNIPPET_CLOSE}', '…', 16),"
+        " messages_fts.rank, m.at, s.source, s.title, s.root_id, m.state, m.id, m.ord"
+        " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid"
+        " JOIN sessions s ON s.id = m.session_id"
+        " WHERE messages_fts MATCH ?"
+    )
+    args: list[object] = [match]
+    if floor is not None:
+        sql += " AND messages_fts.rowid >= ?"
+        args.append(floor)
+    sql += where + " ORDER BY messages_fts.rank LIMIT ?"
+    args += [*params, limit]
     return [
         SearchHit(
             session_id=r[0],
@@ -74,6 +107,139 @@ def search_messages(
             title=r[7],
             root_id=r[8],
             state=r[9],
+            message_id=r[10],
+            ord=r[11],
         )
-        for r in conn.execute(sql, params)
+        for r in conn.execute(sql, args)
     ]
+
+
+def search_messages(
+    conn: apsw.Connection,
+    query: str,
+    *,
+    limit: int = 20,
+    sources: Sequence[str] | None = None,
+    roles: Sequence[str] | None = None,
+    exclude_sources: Sequence[str] = (),
+    plan: str = "bounded",
+    window: int = CANDIDATE_WINDOW,
+) -> list[SearchHit]:
+    """Messages matching ``query`` (any text is safe), best bm25 first.
+
+    ``plan="bounded"`` ranks the ``window`` most recent matches (all of them when there are
+    fewer); ``plan="full"`` ranks every match (plain ``ORDER BY rank``).
+    """
+    match = build_match(query)
+    if match is None or limit <= 0:
+        return []
+    where, params = _filters(sources, roles, exclude_sources)
+    if plan == "full":
+        return _ranked(conn, match, None, limit, where, params)
+    if plan != "bounded":
+        raise ValueError(f"unknown search plan {plan!r}")
+    while True:
+        floor = recency_floor(conn, match, window)
+        hits = _ranked(conn, match, floor, limit, where, params)
+        if floor is None or len(hits) >= limit:
+            return hits
+        window *= 8
+
+
+class ContextMessage(msgspec.Struct, frozen=True, kw_only=True):
+    """A neighbouring message shown around a hit."""
+
+    seq: int
+    role: str
+    text: str
+
+
+class SearchResult(msgspec.Struct, frozen=True, kw_only=True):
+    """A hit with the display message before and after it."""
+
+    hit: SearchHit
+    before: ContextMessage | None
+    after: ContextMessage | None
+
+
+class SearchGroup(msgspec.Struct, frozen=True, kw_only=True):
+    """The hits of one conversation (a compression chain), best hit first."""
+
+    root_id: str
+    tip_id: str
+    title: str
+    source: str
+    results: list[SearchResult]
+
+
+def _neighbour(
+    conn: apsw.Connection, session_id: str, ord_: float, seq: int, after: bool
+) -> ContextMessage | None:
+    op, direction = (">", "ASC") if after else ("<", "DESC")
+    rows = conn.execute(
+        "SELECT seq, role, content FROM messages WHERE session_id = ?"
+        " AND state IN ('active', 'compacted')"
+        f" AND (ord {op} ? OR (ord = ? AND seq {op} ?)) ORDER BY ord {direction}, seq {direction}"
+        " LIMIT 1",
+        (session_id, ord_, ord_, seq),
+    ).fetchall()
+    if not rows:
+        return None
+    return ContextMessage(seq=int(rows[0][0]), role=str(rows[0][1]), text=str(rows[0][2]))
+
+
+def with_context(conn: apsw.Connection, hit: SearchHit) -> SearchResult:
+    """A hit with one display message of context on either side."""
+    return SearchResult(
+        hit=hit,
+        before=_neighbour(conn, hit.session_id, hit.ord, hit.seq, after=False),
+        after=_neighbour(conn, hit.session_id, hit.ord, hit.seq, after=True),
+    )
+
+
+def _tips(conn: apsw.Connection, roots: Sequence[str]) -> dict[str, tuple[str, str]]:
+    if not roots:
+        return {}
+    rows = conn.execute(
+        "SELECT root_id, id, title FROM sessions WHERE continued_into = ''"
+        f" AND root_id IN ({','.join('?' * len(roots))})",
+        list(roots),
+    ).fetchall()
+    return {str(r): (str(i), str(t)) for r, i, t in rows}
+
+
+def group_by_chain(conn: apsw.Connection, hits: Sequence[SearchHit]) -> list[SearchGroup]:
+    """Hits grouped per compression chain, groups ordered by their best hit, with context."""
+    order: dict[str, list[SearchHit]] = {}
+    for hit in hits:
+        order.setdefault(hit.root_id or hit.session_id, []).append(hit)
+    tips = _tips(conn, list(order))
+    groups: list[SearchGroup] = []
+    for root, members in order.items():
+        tip_id, tip_title = tips.get(root, (members[0].session_id, members[0].title))
+        groups.append(
+            SearchGroup(
+                root_id=root,
+                tip_id=tip_id,
+                title=tip_title or members[0].title,
+                source=members[0].source,
+                results=[with_context(conn, h) for h in members],
+            )
+        )
+    return groups
+
+
+def search_grouped(
+    conn: apsw.Connection,
+    query: str,
+    *,
+    limit: int = 20,
+    sources: Sequence[str] | None = None,
+    roles: Sequence[str] | None = None,
+) -> list[SearchGroup]:
+    """What ``hermes sessions search`` shows: automation sources out unless named."""
+    exclude = () if sources else AUTOMATION_SOURCES
+    hits = search_messages(
+        conn, query, limit=limit, sources=sources, roles=roles, exclude_sources=exclude
+    )
+    return group_by_chain(conn, hits)

@@ -1,0 +1,271 @@
+"""``hermes sessions list``, ``search`` and ``stats``: read commands over the projections.
+
+Start-up matters here: this module imports only click, apsw (through store.db) and the query
+modules it needs, never eventsourcing or rich; tables are plain aligned text.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from hermes_es.cli.base import echo_json, get_hermes, when
+from hermes_es.errors import SessionNotFoundError
+
+if TYPE_CHECKING:
+    import apsw
+
+    from hermes_es.queries.search import SearchGroup
+
+ROLES = ("user", "assistant", "tool", "system")
+
+
+def _open_light(db_path: Path) -> apsw.Connection:
+    """A plain connection for list/stats (no tokenizer, no projection modules)."""
+    from hermes_es.store.db import open_db
+
+    if not db_path.exists():
+        raise SessionNotFoundError(
+            f"no sessions yet: {db_path} does not exist", subject=str(db_path)
+        )
+    return open_db(db_path)
+
+
+def _short_path(path: str) -> str:
+    home = os.path.expanduser("~")
+    if home and home != "/" and (path == home or path.startswith(home + os.sep)):
+        return "~" + path[len(home) :]
+    return path
+
+
+def _clip(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    if width <= 1 or len(text) <= width:
+        return text
+    return text[: width - 1] + "…"
+
+
+def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Plain left-aligned columns separated by two spaces."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    for row in rows:
+        out.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return out
+
+
+@click.command("list")
+@click.option(
+    "--source",
+    "sources",
+    multiple=True,
+    metavar="TAG",
+    help="Only this source (repeatable); shows exactly that source, hidden ones included.",
+)
+@click.option(
+    "--workspace",
+    metavar="NEEDLE",
+    default=None,
+    help="Only sessions whose workspace (git root, else cwd) contains NEEDLE or is named NEEDLE.",
+)
+@click.option(
+    "--limit", type=click.IntRange(min=0), default=50, show_default=True, help="0 = no limit."
+)
+@click.option("--archived", is_flag=True, help="Show archived conversations instead.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def list_cmd(
+    ctx: click.Context,
+    sources: tuple[str, ...],
+    workspace: str | None,
+    limit: int,
+    archived: bool,
+    as_json: bool,
+) -> None:
+    """List conversations, newest activity first: title, preview, last active, source, id and
+    workspace. A conversation split by compression is one row (its live tip). kanban and tool
+    runs are left out unless you name them with --source; one-shot runs are listed.
+
+    Example: hermes sessions list --workspace my-project --limit 10
+    """
+    from hermes_es.queries.listing import list_sessions
+
+    hermes = get_hermes(ctx)
+    conn = _open_light(hermes.db_path)
+    try:
+        rows = list_sessions(
+            conn, sources=sources or None, workspace=workspace, limit=limit, archived=archived
+        )
+    finally:
+        conn.close()
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        click.echo("no archived sessions" if archived else "no sessions")
+        return
+    term = shutil.get_terminal_size((120, 24)).columns
+    preview_w = max(16, min(48, term - 110))
+    table = [
+        (
+            _clip(r.title or "—", 28),
+            _clip(r.preview or "", preview_w),
+            when(r.last_active),
+            r.source,
+            r.id + (f" (+{r.segments - 1})" if r.segments > 1 else ""),
+            _clip(_short_path(r.workspace), 40),
+        )
+        for r in rows
+    ]
+    for line in render_table(
+        ("TITLE", "PREVIEW", "LAST ACTIVE", "SOURCE", "ID", "WORKSPACE"), table
+    ):
+        click.echo(line)
+
+
+def _highlight(snippet: str, color: bool) -> str:
+    from hermes_es.queries.search import SNIPPET_CLOSE, SNIPPET_OPEN
+
+    text = " ".join(snippet.split())
+    if color:
+        parts = text.split(SNIPPET_OPEN)
+        out = [parts[0]]
+        for part in parts[1:]:
+            hit, _, rest = part.partition(SNIPPET_CLOSE)
+            out.append(click.style(hit, bold=True, fg="yellow") + rest)
+        return "".join(out)
+    return text.replace(SNIPPET_OPEN, "**").replace(SNIPPET_CLOSE, "**")
+
+
+def _groups_json(groups: Sequence[SearchGroup]) -> list[dict[str, object]]:
+    return [
+        {
+            "root_id": g.root_id,
+            "tip_id": g.tip_id,
+            "title": g.title,
+            "source": g.source,
+            "hits": [
+                {
+                    "session_id": r.hit.session_id,
+                    "seq": r.hit.seq,
+                    "role": r.hit.role,
+                    "at": r.hit.at,
+                    "score": r.hit.score,
+                    "state": r.hit.state,
+                    "snippet": _highlight(r.hit.snippet, False),
+                    "before": r.before,
+                    "after": r.after,
+                }
+                for r in g.results
+            ],
+        }
+        for g in groups
+    ]
+
+
+@click.command("search")
+@click.argument("query")
+@click.option(
+    "--source",
+    "sources",
+    multiple=True,
+    metavar="TAG",
+    help="Only this source (repeatable). cron, kanban and tool are searched only when named.",
+)
+@click.option(
+    "--role", "roles", multiple=True, type=click.Choice(ROLES), help="Only this role (repeatable)."
+)
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (matches wrapped in **).")
+@click.pass_context
+def search_cmd(
+    ctx: click.Context,
+    query: str,
+    sources: tuple[str, ...],
+    roles: tuple[str, ...],
+    limit: int,
+    as_json: bool,
+) -> None:
+    """Full-text search over every conversation, best match first, with one message of
+    context either side; hits from one compressed conversation are grouped. Any text is a
+    plain search: words must all appear, "quoted words" match as a phrase, word* as a prefix.
+
+    Example: hermes sessions search '"deploy script" retry*' --role assistant
+    """
+    from hermes_es.queries.search import search_grouped
+
+    conn = get_hermes(ctx).reader()
+    groups = search_grouped(conn, query, limit=limit, sources=sources or None, roles=roles or None)
+    if as_json:
+        echo_json(_groups_json(groups))
+        return
+    if not groups:
+        click.echo("no matches")
+        return
+    color = ctx.color if ctx.color is not None else sys.stdout.isatty()
+    for g in groups:
+        n = len(g.results)
+        hits = f"{n} hit{'s' if n != 1 else ''}"
+        head = f"── {g.title or '(untitled)'}  [{g.source}]  {g.tip_id}  {hits}"
+        click.echo(click.style(head, bold=True) if color else head)
+        for r in g.results:
+            where = "" if r.hit.session_id == g.tip_id else f"  in {r.hit.session_id}"
+            state = "" if r.hit.state == "active" else f" [{r.hit.state}]"
+            click.echo(f"  #{r.hit.seq} {r.hit.role}{state}  {when(r.hit.at)}{where}")
+            if r.before is not None:
+                click.echo(f"      ↑ {r.before.role}: {_clip(r.before.text, 90)}")
+            click.echo(f"      » {_highlight(r.hit.snippet, color)}")
+            if r.after is not None:
+                click.echo(f"      ↓ {r.after.role}: {_clip(r.after.text, 90)}")
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+@click.command("stats")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def stats_cmd(ctx: click.Context, as_json: bool) -> None:
+    """Counts by source, message totals, and the size of state.db and its WAL.
+
+    Example: hermes sessions stats --json
+    """
+    from hermes_es.queries.listing import store_stats
+
+    hermes = get_hermes(ctx)
+    conn = _open_light(hermes.db_path)
+    try:
+        stats = store_stats(conn, hermes.db_path)
+    finally:
+        conn.close()
+    if as_json:
+        echo_json(stats)
+        return
+    click.echo(f"store          {_short_path(stats.path)}")
+    click.echo(f"database       {_size(stats.db_bytes)}  (WAL {_size(stats.wal_bytes)})")
+    click.echo(f"conversations  {stats.conversations}  ({stats.sessions} sessions)")
+    click.echo(f"messages       {stats.messages}")
+    click.echo(f"archived       {stats.archived}   pinned {stats.pinned}   ended {stats.ended}")
+    click.echo(f"events         {stats.events}")
+    if stats.by_source:
+        click.echo("")
+        table = [
+            (s.source, str(s.conversations), str(s.sessions), str(s.messages))
+            for s in stats.by_source
+        ]
+        for line in render_table(("SOURCE", "CONVERSATIONS", "SESSIONS", "MESSAGES"), table):
+            click.echo(line)
