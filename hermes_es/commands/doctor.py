@@ -148,8 +148,17 @@ def _integrity(conn: apsw.Connection, full: bool) -> Iterator[Finding]:
         check="store.integrity",
         level="error",
         message=f"SQLite {kind} found {len(problems)} problem(s): {listed}",
-        fix="stop every hermes process, copy state.db aside, then restore it from a backup "
-        "(the event log is the source of truth; projections can be rebuilt from it)",
+        fix=_integrity_fix(problems),
+    )
+
+
+def _integrity_fix(problems: list[str]) -> str:
+    """Advice for integrity problems: indexes can be rebuilt in place, pages cannot."""
+    if all(" index " in problem for problem in problems):
+        return "only indexes are damaged: stop every hermes process, then run REINDEX on state.db"
+    return (
+        "stop every hermes process, copy state.db aside, then restore it from a backup "
+        "(the event log is the source of truth; projections can be rebuilt from it)"
     )
 
 
