@@ -1,0 +1,228 @@
+"""``hermes sessions prune`` and ``hermes sessions optimize``: store housekeeping.
+
+Both need state.db to themselves: while another hermes process holds it (a chat, a dashboard,
+a scheduled job; see commands/holders) they refuse, naming the holder, unless ``--force``.
+With a gateway running, prune belongs to the gateway (it deletes what prune selected); the
+gateway does not take such requests yet, so prune refuses and says so unless ``--force``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from typing import TYPE_CHECKING
+
+import click
+
+from hermes_es.cli.base import echo_json, get_hermes, when
+from hermes_es.errors import HolderError, SessionNotFoundError, ValidationError
+
+if TYPE_CHECKING:
+    from hermes_es.commands.prune import PrunePlan
+
+SHOW_ROWS = 20
+PROGRESS_FROM = 200
+"""Draw a progress bar when a prune deletes at least this many sessions (on a terminal)."""
+
+
+def _check_holders(db_path: object, action: str, *, gateway_matters: bool) -> None:
+    from hermes_es.commands.holders import describe, live_holders, require_no_holders
+
+    if gateway_matters:
+        gateways = [h for h in live_holders(str(db_path), exclude_self=True) if h.kind == "gateway"]
+        if gateways:
+            raise HolderError(
+                f"{action} refused: the gateway ({describe(gateways[0])}) is running and would "
+                "handle this prune, but it does not take prune requests yet. Stop it first, "
+                "or pass --force",
+                subject=str(db_path),
+            )
+    require_no_holders(str(db_path), action)
+
+
+def _parse(value: str | None, param: str, parse: object) -> float | None:
+    if value is None:
+        return None
+    try:
+        return float(parse(value))  # type: ignore[operator]
+    except ValidationError as exc:
+        raise click.BadParameter(exc.message, param_hint=param) from exc
+
+
+def _show_plan(plan: PrunePlan, as_json: bool) -> None:
+    if as_json:
+        echo_json(
+            {
+                "conversations": [
+                    {
+                        "tip_id": u.tip.id,
+                        "root_id": u.root_id,
+                        "title": u.tip.title,
+                        "source": u.tip.source,
+                        "last_active": u.last_active,
+                        "segments": u.ids,
+                        "delegates": [d.id for d in u.delegates],
+                        "messages": u.messages,
+                    }
+                    for u in plan.selected
+                ],
+                "sessions": plan.sessions,
+                "messages": plan.messages,
+                "kept": plan.kept,
+            }
+        )
+        return
+    for u in plan.selected[:SHOW_ROWS]:
+        extra = f" +{len(u.members) - 1} segment(s)" if len(u.members) > 1 else ""
+        extra += f" +{len(u.delegates)} delegate(s)" if u.delegates else ""
+        title = f" {u.tip.title!r}" if u.tip.title else ""
+        click.echo(
+            f"  {u.tip.id}{title}  [{u.tip.source}]  last active {when(u.last_active)}"
+            f"  {u.messages} msgs{extra}"
+        )
+    if len(plan.selected) > SHOW_ROWS:
+        click.echo(f"  … and {len(plan.selected) - SHOW_ROWS} more")
+    kept = Counter(k.reason for k in plan.kept)
+    if kept:
+        click.echo("kept: " + ", ".join(f"{n} {reason}" for reason, n in sorted(kept.items())))
+    click.echo(
+        f"{len(plan.selected)} conversation(s): {plan.sessions} session(s), "
+        f"{plan.messages} message(s)"
+    )
+
+
+@click.command("prune")
+@click.option(
+    "--older-than",
+    metavar="AGE",
+    help="Last active longer ago than AGE (30d, 12h, 2w, 1y). Default 90d when no time is given.",
+)
+@click.option("--source", "sources", multiple=True, metavar="TAG", help="Only this source.")
+@click.option("--title", metavar="TEXT", help="Only conversations whose title contains TEXT.")
+@click.option("--cwd", metavar="NEEDLE", help="Only conversations whose workspace contains it.")
+@click.option("--min-messages", type=click.IntRange(min=0), help="At least this many messages.")
+@click.option("--max-messages", type=click.IntRange(min=0), help="At most this many messages.")
+@click.option("--before", metavar="TIME", help="Last active before TIME (2025-01-31 or 30d).")
+@click.option("--after", metavar="TIME", help="Last active at or after TIME.")
+@click.option("--dry-run", is_flag=True, help="Only show what would be deleted.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--force", is_flag=True, help="Run even while another hermes process holds state.db.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan (and result) as JSON.")
+@click.pass_context
+def prune_cmd(
+    ctx: click.Context,
+    older_than: str | None,
+    sources: tuple[str, ...],
+    title: str | None,
+    cwd: str | None,
+    min_messages: int | None,
+    max_messages: int | None,
+    before: str | None,
+    after: str | None,
+    dry_run: bool,
+    yes: bool,
+    force: bool,
+    as_json: bool,
+) -> None:
+    """Delete old ended conversations for good. Pinned ones are never pruned, nor anything
+    still open. A conversation split by compression goes as a unit, judged by its newest
+    segment, so older segments stay while a later one does. Shows the list and asks first
+    unless --yes (required without a terminal).
+
+    Example: hermes sessions prune --older-than 60d --source cli --dry-run
+    """
+    from hermes_es.commands.holders import held_sessions
+    from hermes_es.commands.prune import (
+        DEFAULT_AGE,
+        UnitFilter,
+        execute_prune,
+        parse_age,
+        parse_time,
+        plan_prune,
+    )
+    from hermes_es.queries.units import load_units
+
+    now = time.time()
+    f = UnitFilter(
+        older_than=_parse(older_than, "--older-than", parse_age),
+        sources=sources,
+        title=title,
+        cwd=cwd,
+        min_messages=min_messages,
+        max_messages=max_messages,
+        before=_parse(before, "--before", lambda v: parse_time(v, now)),
+        after=_parse(after, "--after", lambda v: parse_time(v, now)),
+    )
+    if not f.has_time():
+        f = UnitFilter(**{**f.__dict__, "older_than": DEFAULT_AGE})
+    hermes = get_hermes(ctx)
+    if not hermes.db_path.exists():
+        raise SessionNotFoundError(f"no store at {hermes.db_path}", subject=str(hermes.db_path))
+    if not dry_run and not force:
+        _check_holders(hermes.db_path, "prune", gateway_matters=True)
+    engine = hermes.engine()
+    plan = plan_prune(load_units(engine.store.connection()), f, now, held_sessions(hermes.db_path))
+    if not plan.selected:
+        if as_json:
+            _show_plan(plan, True)
+        else:
+            _show_plan(plan, False)
+            click.echo("nothing to prune")
+        return
+    _show_plan(plan, as_json and dry_run)
+    if dry_run:
+        if not as_json:
+            click.echo("dry run: nothing deleted")
+        return
+    if not yes:
+        if not sys.stdin.isatty():
+            raise ValidationError("refusing to prune without --yes (no terminal to confirm on)")
+        if not click.confirm("Delete these for good?", default=False):
+            click.echo("nothing deleted")
+            return
+    from hermes_es.cli.progress import progress_bar
+
+    show = plan.sessions >= PROGRESS_FROM and sys.stderr.isatty() and not as_json
+    with progress_bar("pruning", enabled=show) as update:
+        done = execute_prune(engine.store, plan, actor=engine.actor, progress=update)
+    if as_json:
+        echo_json({"deleted": [d.session_id for d in done], "kept": plan.kept})
+        return
+    click.echo(f"deleted {len(done)} session(s), {sum(d.messages for d in done)} message(s)")
+
+
+def _size(n: int) -> str:
+    return f"{n / 1024 / 1024:.1f} MiB"
+
+
+@click.command("optimize")
+@click.option("--force", is_flag=True, help="Run even while another hermes process holds state.db.")
+@click.option("--json", "as_json", is_flag=True, help="Print sizes and timings as JSON.")
+@click.pass_context
+def optimize_cmd(ctx: click.Context, force: bool, as_json: bool) -> None:
+    """Merge the full-text index segments and VACUUM state.db, without touching any session
+    data; prints the size before and after. Refuses while another hermes process holds
+    state.db unless --force.
+
+    Example: hermes sessions optimize
+    """
+    from hermes_es.commands.optimize import optimize_store
+
+    hermes = get_hermes(ctx)
+    if not hermes.db_path.exists():
+        raise SessionNotFoundError(f"no store at {hermes.db_path}", subject=str(hermes.db_path))
+    if not force:
+        _check_holders(hermes.db_path, "optimize", gateway_matters=False)
+    result = optimize_store(hermes.db_path)
+    if as_json:
+        echo_json(result)
+        return
+    before = result.db_before + result.wal_before
+    after = result.db_after + result.wal_after
+    click.echo(
+        f"state.db {_size(result.db_before)} (+ WAL {_size(result.wal_before)}) → "
+        f"{_size(result.db_after)} (+ WAL {_size(result.wal_after)}); "
+        f"{_size(max(before - after, 0))} reclaimed "
+        f"(index merge {result.merge_seconds:.1f}s, vacuum {result.vacuum_seconds:.1f}s)"
+    )
