@@ -1,0 +1,307 @@
+"""Restore JSON/JSONL backups as archived history, all or nothing.
+
+Every file is decoded with typed msgspec decoders first; a malformed line, a wrong type (named by
+file, line and ``$.path``), a duplicate id, or a cycle in parent links refuses the whole import
+before anything is written. Then one transaction restores every session: its original id and
+metadata (``SessionStarted`` at the original start time), title, stored prompt, token totals,
+end and continuation, pinned / archived (with its sweep origin) / hidden flags through the
+aggregate's decisions, and every stored row through ``HistoryImported`` with its original state.
+Restored rows are archived history: they are shown and searchable, never live model context.
+
+Re-importing: a session whose id already exists with the same content (what a backup of it would
+hold now, ignoring ``exported_at``) is skipped; with different content the import is refused,
+naming file and line, and nothing is imported (delete or rename the existing session first).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+import msgspec
+
+from hermes_es import events as ev
+from hermes_es.aggregates import session as agg
+from hermes_es.aggregates.state import SessionState
+from hermes_es.commands.unit_of_work import Batch, Store
+from hermes_es.config import HermesConfig, SessionsConfig
+from hermes_es.errors import GuardError, HermesError, ValidationError
+from hermes_es.export import backup
+from hermes_es.queries import lookup
+
+IMPORT_ACTOR = "import"
+
+
+class BackupLine(msgspec.Struct, frozen=True, kw_only=True):
+    """One decoded backup object and where it came from."""
+
+    path: str
+    line: int
+    session: backup.BackupSession
+
+    def where(self) -> str:
+        """``file:line`` for error messages."""
+        return f"{self.path}:{self.line}"
+
+
+class ImportReport(msgspec.Struct, kw_only=True):
+    """What an import restored and what it skipped as already present."""
+
+    files: list[str] = []
+    imported: list[str] = []
+    skipped: list[str] = []
+    messages: int = 0
+
+
+def max_import_messages(config: HermesConfig | None) -> int:
+    """``sessions.max_import_messages`` (default 20000; 0 disables)."""
+    return (config.sessions if config else SessionsConfig()).max_import_messages
+
+
+def backup_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """The files to read: each path, or every ``.jsonl``/``.json`` backup in a directory."""
+    out: list[Path] = []
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if path.is_dir():
+            out += sorted(
+                p
+                for p in path.iterdir()
+                if p.suffix in (".jsonl", ".json")
+                and p.name != "manifest.jsonl"
+                and ".prompts." not in p.name
+            )
+        elif path.is_file():
+            out.append(path)
+        else:
+            raise ValidationError(f"no backup file at {path}", subject=str(path))
+    return out
+
+
+def _canonical(session: backup.BackupSession) -> backup.BackupSession:
+    """Explicit states and uids, no export time: equal objects mean equal content."""
+    messages = []
+    for i, m in enumerate(session.messages):
+        state = m.resolved_state()
+        messages.append(
+            msgspec.structs.replace(
+                m,
+                state=state,
+                active=state == "active",
+                compacted=state == "compacted",
+                uid=m.uid or f"restored-{i}",
+            )
+        )
+    return msgspec.structs.replace(session, exported_at=0.0, messages=messages)
+
+
+def _decode(path: Path, line: int, data: bytes) -> BackupLine:
+    try:
+        session = backup.decode_session(data)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise ValidationError(f"{path}:{line}: {exc}", subject=f"{path}:{line}") from exc
+    if not session.format.startswith("hermes-es.session/"):
+        raise ValidationError(
+            f"{path}:{line}: unknown backup format {session.format!r}", subject=f"{path}:{line}"
+        )
+    if not session.id:
+        raise ValidationError(f"{path}:{line}: empty session id - at `$.id`")
+    return BackupLine(path=str(path), line=line, session=_canonical(session))
+
+
+def read_backup_file(path: Path) -> list[BackupLine]:
+    """Decode every object of one file (``.json``: one document; else one per line)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ValidationError(f"cannot read {path}: {exc}", subject=str(path)) from exc
+    if path.suffix == ".json":
+        return [_decode(path, 1, data)]
+    out = []
+    for number, raw in enumerate(data.splitlines(), 1):
+        if raw.strip():
+            out.append(_decode(path, number, raw))
+    return out
+
+
+def check_lines(lines: Sequence[BackupLine]) -> list[BackupLine]:
+    """Refuse duplicate ids and parent cycles; return the lines parents first."""
+    by_id: dict[str, BackupLine] = {}
+    for item in lines:
+        first = by_id.get(item.session.id)
+        if first is not None:
+            raise ValidationError(
+                f"{item.where()}: duplicate session id {item.session.id!r} "
+                f"(first at {first.where()}); nothing was imported",
+                subject=item.session.id,
+            )
+        by_id[item.session.id] = item
+    ordered: list[BackupLine] = []
+    done: set[str] = set()
+    for item in lines:
+        chain: list[str] = []
+        node: str | None = item.session.id
+        while node is not None and node in by_id and node not in done:
+            if node in chain:
+                cycle = " → ".join([*chain[chain.index(node) :], node])
+                raise ValidationError(
+                    f"{by_id[node].where()}: parent links form a cycle ({cycle}); "
+                    "nothing was imported",
+                    subject=node,
+                )
+            chain.append(node)
+            node = by_id[node].session.parent_id or None
+        for sid in reversed(chain):
+            done.add(sid)
+            ordered.append(by_id[sid])
+    return ordered
+
+
+def read_backups(
+    paths: Iterable[str | os.PathLike[str]], *, max_messages: int = 20000
+) -> tuple[list[Path], list[BackupLine]]:
+    """Decode and validate every file (guard included); nothing is written."""
+    files = backup_files(paths)
+    lines = [item for path in files for item in read_backup_file(path)]
+    for item in lines:
+        n = len(item.session.messages)
+        if max_messages > 0 and n > max_messages:
+            raise GuardError(
+                f"{item.where()}: session {item.session.id} holds {n} messages, more than "
+                f"sessions.max_import_messages = {max_messages}; nothing was imported",
+                subject=item.session.id,
+            )
+    return files, check_lines(lines)
+
+
+class _Restorer:
+    """Restores backup sessions inside one batch."""
+
+    def __init__(self, batch: Batch, actor: str) -> None:
+        self.batch = batch
+        self.actor = actor
+        self.titles: dict[str, str] = {}
+        self.prompts: set[str] = set()
+
+    def prompt(self, text: str) -> str:
+        sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        if sha not in self.prompts and not lookup.prompt_exists(self.batch.conn, sha):
+            self.batch.record_other(
+                f"prompt:{sha}",
+                [ev.PromptStored(at=self.batch.now, actor=self.actor, sha256=sha, text=text)],
+            )
+        self.prompts.add(sha)
+        return sha
+
+    def title(self, state: SessionState, title: str, kind: str, where: str) -> None:
+        key = title.lower()
+        owner = self.titles.get(key) or lookup.title_owner(self.batch.conn, title)
+        if owner and owner != state.session_id:
+            raise ValidationError(
+                f"{where}: title {title!r} is already used by session {owner}; "
+                "rename one of them first; nothing was imported",
+                subject=title,
+            )
+        self.titles[key] = state.session_id
+        b = self.batch
+        b.record(
+            state.session_id,
+            agg.set_title(state, title, kind=kind or "user", at=b.now, actor=self.actor),
+        )
+
+    def restore(self, s: backup.BackupSession, origin: str, where: str) -> None:
+        b, actor, now = self.batch, self.actor, self.batch.now
+        prompt_hash = self.prompt(s.system_prompt) if s.system_prompt else ""
+        started = agg.start(
+            s.id, at=s.started_at or now, actor=actor, source=s.source,
+            parent_id=s.parent_id, parent_kind=s.parent_kind, user_id=s.user_id,
+            platform=s.platform, chat_id=s.chat_id, profile=s.profile, model=s.model,
+            model_config=dict(s.model_config), launch_flags=dict(s.launch_flags),
+            prompt_hash=prompt_hash, tools=s.tools, cwd=s.cwd, workspace_key=s.workspace_key,
+            imported_from=origin,
+        )  # fmt: skip
+        state = b.record(s.id, started, expected_version=0)
+        if state.reasoning != s.reasoning:
+            b.record(s.id, [ev.ReasoningChanged(at=now, actor=actor, level=s.reasoning)])
+        if s.title:
+            self.title(state, s.title, s.title_kind, where)
+        messages = [_message(i, m) for i, m in enumerate(s.messages)]
+        states = [m.resolved_state() for m in s.messages]
+        b.record(
+            s.id, agg.import_history(state, messages, states, origin=origin, at=now, actor=actor)
+        )
+        if s.tokens_in != state.tokens_in or s.tokens_out != state.tokens_out:
+            usage = ev.TokenUsageRecorded(
+                at=now,
+                actor=actor,
+                tokens_in=s.tokens_in - state.tokens_in,
+                tokens_out=s.tokens_out - state.tokens_out,
+            )
+            b.record(s.id, [usage])
+        if s.ended:
+            b.record(s.id, agg.end(state, s.end_reason or "ended", at=now, actor=actor))
+        if s.continued_into:
+            b.record(s.id, [ev.SessionContinued(at=now, actor=actor, child_id=s.continued_into)])
+        b.record(s.id, agg.pin(state, s.pinned, at=now, actor=actor))
+        if s.archived:
+            b.record(s.id, agg.archive(state, s.archived, at=now, actor=actor))
+        b.record(s.id, agg.hide(state, s.hidden, at=now, actor=actor))
+
+
+def _message(index: int, m: backup.BackupMessage) -> ev.Message:
+    return ev.Message(
+        seq=index, uid=m.uid, role=m.role, content=m.content, tool_calls=list(m.tool_calls),
+        tool_call_id=m.tool_call_id, tool_name=m.tool_name, reasoning=m.reasoning,
+        tokens_in=m.tokens_in, tokens_out=m.tokens_out, media=list(m.media),
+        finish_reason=m.finish_reason, at=m.at,
+    )  # fmt: skip
+
+
+def same_content(batch: Batch, line: BackupLine) -> bool:
+    """True when the stored session is what the backup line holds."""
+    current = _canonical(backup.read_backup(batch.conn, line.session.id))
+    return current == line.session
+
+
+def import_backups(
+    store: Store,
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    max_messages: int = 20000,
+    actor: str = IMPORT_ACTOR,
+    progress: Callable[[int, int], None] | None = None,
+) -> ImportReport:
+    """Validate every file, then restore every new session in ONE transaction (all or nothing)."""
+    files, lines = read_backups(paths, max_messages=max_messages)
+    report = ImportReport(files=[str(f) for f in files])
+    total = sum(len(item.session.messages) for item in lines)
+    done = 0
+    tick = progress or (lambda d, t: None)
+    with store.transaction() as batch:
+        restorer = _Restorer(batch, actor)
+        for item in lines:
+            sid = item.session.id
+            if batch.load(sid).version:
+                if not same_content(batch, item):
+                    raise ValidationError(
+                        f"{item.where()}: session {sid} already exists with different content; "
+                        "delete it first to restore this backup; nothing was imported",
+                        subject=sid,
+                    )
+                report.skipped.append(sid)
+            else:
+                try:
+                    restorer.restore(item.session, f"backup:{Path(item.path).name}", item.where())
+                except HermesError as exc:
+                    if exc.message.startswith(item.where()):
+                        raise
+                    raise ValidationError(
+                        f"{item.where()}: {exc.message}; nothing was imported", subject=sid
+                    ) from exc
+                report.imported.append(sid)
+                report.messages += len(item.session.messages)
+            done += len(item.session.messages)
+            tick(done, total)
+    return report
