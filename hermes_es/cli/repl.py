@@ -121,14 +121,21 @@ def _rewind(app: ChatApp, arg: str) -> None:
 
 
 def _save(app: ChatApp, arg: str) -> None:
-    import importlib
+    from hermes_es.commands.export import save_session
+    from hermes_es.errors import GuardError
 
     assert app.chat is not None
+    fmt, _, where = arg.partition(" ")
+    fmt = fmt.strip().lower() or "md"
+    if fmt not in ("md", "html", "json"):
+        raise UsageError("usage: /save md|html|json [PATH]")
+    target = Path(where.strip()).expanduser() if where.strip() else Path.cwd()
     try:
-        importlib.import_module("hermes_es.commands.export")
-    except ModuleNotFoundError as exc:
-        raise HermesError("/save is not available: the export module is missing") from exc
-    raise HermesError(f"/save {arg}: not wired yet")
+        saved = save_session(app.engine, app.chat.session_id, fmt, target, config=app.config)
+    except GuardError as exc:
+        click.echo(f"Error {exc.code}: {exc.message}", err=True)
+        return
+    click.echo(f"Saved {saved.messages} messages to {saved.file}")
 
 
 def _resume(app: ChatApp, arg: str) -> None:
