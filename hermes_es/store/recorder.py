@@ -51,6 +51,29 @@ def translated_errors() -> Iterator[None]:
         raise PersistenceError(str(exc)) from exc
 
 
+@contextmanager
+def write_transaction(conn: apsw.Connection) -> Iterator[apsw.Connection]:
+    """``BEGIN IMMEDIATE`` … ``COMMIT`` (a savepoint when a transaction is already open).
+
+    The lock is taken with ``execute``, which releases the GIL while SQLite's busy handler
+    waits. ``with conn:`` waits holding the GIL, so a second thread of the same process
+    waiting for the write lock would stop the holder from ever committing (a deadlock that
+    lasts the whole busy timeout).
+    """
+    if conn.in_transaction:
+        with conn:
+            yield conn
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
 class ApswDatastore:
     """One state.db file; one APSW connection per thread, opened on first use."""
 
@@ -70,7 +93,7 @@ class ApswDatastore:
         conn: apsw.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = open_db(self.path, hooks=self.hooks)
-            with translated_errors(), conn:
+            with translated_errors(), write_transaction(conn):
                 for statement in EVENTS_SCHEMA:
                     conn.execute(statement)
             self._local.conn = conn
@@ -82,7 +105,7 @@ class ApswDatastore:
     def transaction(self) -> Iterator[apsw.Connection]:
         """An IMMEDIATE write transaction (or a savepoint inside an open one)."""
         conn = self.connection()
-        with translated_errors(), conn:
+        with translated_errors(), write_transaction(conn):
             yield conn
 
     def close(self) -> None:
@@ -249,6 +272,8 @@ class PollingSubscription(Subscription[ApplicationRecorder]):
         self._buffer: list[Notification] = []
 
     def __next__(self) -> Notification:
+        if self._has_been_stopped:
+            raise StopIteration
         while not self._buffer:
             if self._has_been_stopped:
                 raise StopIteration
@@ -313,3 +338,10 @@ class ApswProcessRecorder(ApswTrackingRecorder, ApswApplicationRecorder, Process
 
 class ApswAggregateRecorder(ApswApplicationRecorder, AggregateRecorder):
     """Aggregate recorder (used for snapshots by eventsourcing applications)."""
+
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        """Insert events atomically; an aggregate recorder returns no notification ids."""
+        super().insert_events(stored_events, **kwargs)
+        return None
