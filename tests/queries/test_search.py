@@ -1,0 +1,95 @@
+"""Search: bounded-window plan equals plain bm25 where it should, context, grouping, fuzzing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hermes_es.commands.engine import SessionEngine
+from hermes_es.queries.search import group_by_chain, search_grouped, search_messages
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionEngine]:
+    eng = SessionEngine.open(tmp_path_factory.mktemp("search") / "state.db")
+    a = eng.start_session("cli", cwd="/tmp/x", title="deploys")
+    eng.append_turn(
+        a,
+        [
+            {"role": "user", "content": "how do I deploy the payments service?"},
+            {"role": "assistant", "content": "run deploy.sh with retry; see chat-send docs"},
+            {"role": "user", "content": "thanks, 我们使用模型 works"},
+        ],
+    )
+    b = eng.continue_session(a, [{"role": "user", "content": "summary: deploy payments"}])
+    eng.append_message(b, "assistant", "deploy succeeded")
+    cron = eng.start_session("cron", cwd="/tmp/x")
+    eng.append_message(cron, "assistant", "nightly deploy report")
+    for i in range(60):
+        s = eng.start_session("cli", cwd="/tmp/y")
+        eng.append_message(s, "user", f"common filler word number {i} deploy" * (1 + i % 3))
+    yield eng
+    eng.close()
+
+
+def test_bounded_plan_equals_full_when_window_covers_all(engine: SessionEngine) -> None:
+    """With fewer matches than the window, the bounded plan ranks every match like plain bm25."""
+    conn = engine.store.connection()
+    full = search_messages(conn, "deploy", limit=100, plan="full")
+    bounded = search_messages(conn, "deploy", limit=100)
+    assert [(h.session_id, h.seq) for h in bounded] == [(h.session_id, h.seq) for h in full]
+    assert len(full) == 65
+
+
+def test_small_window_ranks_recent_matches_and_widens_for_filters(engine: SessionEngine) -> None:
+    """A tiny window ranks only recent matches, and widens until filters yield enough hits."""
+    conn = engine.store.connection()
+    recent = search_messages(conn, "deploy", limit=5, window=5)
+    assert len(recent) == 5 and all(h.title == "" for h in recent)
+    cron = search_messages(conn, "deploy", limit=1, window=2, sources=["cron"])
+    assert [h.source for h in cron] == ["cron"]
+
+
+def test_rare_term_keeps_full_recall(engine: SessionEngine) -> None:
+    """An identifier and a CJK phrase are found whatever the window."""
+    conn = engine.store.connection()
+    assert [h.seq for h in search_messages(conn, "chat-send", window=1)] == [1]
+    assert [h.seq for h in search_messages(conn, "模型", window=1)] == [2]
+    assert search_messages(conn, "depl*", limit=3, window=1)
+
+
+def test_grouped_by_chain_with_context_and_no_automation(engine: SessionEngine) -> None:
+    """Hits of one compressed conversation form one group; cron is out unless named."""
+    conn = engine.store.connection()
+    groups = search_grouped(conn, "payments")
+    assert len(groups) == 1 and groups[0].title == "deploys #2"
+    assert len(groups[0].results) == 2
+    by_seq = {(r.hit.session_id, r.hit.seq): r for r in groups[0].results}
+    root_hit = by_seq[(groups[0].root_id, 0)]
+    assert root_hit.before is None and root_hit.after is not None
+    assert root_hit.after.text.startswith("run deploy.sh")
+    assert all(g.source != "cron" for g in search_grouped(conn, "nightly"))
+    assert [g.source for g in search_grouped(conn, "nightly", sources=["cron"])] == ["cron"]
+    assert group_by_chain(conn, []) == []
+
+
+def test_role_filter(engine: SessionEngine) -> None:
+    """--role limits hits to that role."""
+    conn = engine.store.connection()
+    hits = search_messages(conn, "deploy", roles=["assistant"], limit=50)
+    assert hits and {h.role for h in hits} == {"assistant"}
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.text(max_size=40) | st.text(alphabet='"*-()^:NEARORAND{} \t+', max_size=30))
+def test_any_input_is_safe(engine: SessionEngine, query: str) -> None:
+    """No string makes search raise (quotes, NEAR(, *, -, parentheses, control characters)."""
+    conn = engine.store.connection()
+    search_messages(conn, query, limit=3)
+    search_messages(conn, query, limit=3, plan="full")
+    search_grouped(conn, query, limit=3)
