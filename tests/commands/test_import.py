@@ -1,0 +1,215 @@
+"""Import: all-or-nothing validation, restored flags, archived history, re-import without dups."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hermes_es.commands.engine import SessionEngine
+from hermes_es.commands.export import ExportOptions, export_sessions
+from hermes_es.commands.importing import import_backups
+from hermes_es.errors import GuardError, ValidationError
+from hermes_es.queries.transcript import messages_of
+
+try:  # --import-mode=importlib imports this file by its dotted path under the repository root
+    from tests.commands.export_helpers import delegate, open_engine, plain_session, rich_session
+except ModuleNotFoundError:  # pragma: no cover
+    from export_helpers import (  # type: ignore[no-redef,import-not-found]
+        delegate,
+        open_engine,
+        plain_session,
+        rich_session,
+    )
+
+
+def _line(sid: str, **extra: object) -> str:
+    obj: dict[str, object] = {
+        "format": "hermes-es.session/1",
+        "id": sid,
+        "source": "cli",
+        "started_at": 1.0,
+        "messages": [{"role": "user", "content": f"hi from {sid}", "at": 2.0}],
+    }
+    obj.update(extra)
+    return json.dumps(obj)
+
+
+def _count(engine: SessionEngine) -> int:
+    return int(engine.store.connection().execute("SELECT COUNT(*) FROM sessions").fetchall()[0][0])
+
+
+def _write(path: Path, *lines: str) -> Path:
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_restored_rows_are_history_not_context(tmp_path: Path) -> None:
+    """Imported rows show in the display transcript but are never live model context."""
+    a = open_engine(tmp_path / "a")
+    sid = rich_session(a)
+    export_sessions(a.store.connection(), tmp_path / "o", [sid], ExportOptions())
+    b = open_engine(tmp_path / "b")
+    import_backups(b.store, [tmp_path / "o"])
+    conn = b.store.connection()
+    assert messages_of(conn, sid, scope="context") == []
+    assert len(messages_of(conn, sid, scope="display")) == 8
+    assert all(m.imported for m in messages_of(conn, sid, scope="all"))
+    b.append_message(sid, "user", "continuing after restore")
+    assert [m.content for m in messages_of(conn, sid, scope="context")] == [
+        "continuing after restore"
+    ]
+
+
+def test_flags_are_restored_and_sweep_archive_returns_on_resume(tmp_path: Path) -> None:
+    """Pinned, hidden and a sweep archive survive the restore; the sweep archive lifts on resume."""
+    a = open_engine(tmp_path / "a")
+    sid = rich_session(a)
+    user_archived = plain_session(a, "20240101_000001_bbbbbb", 2)
+    a.archive(user_archived, "user")
+    export_sessions(a.store.connection(), tmp_path / "o", [sid, user_archived], ExportOptions())
+    b = open_engine(tmp_path / "b")
+    import_backups(b.store, [tmp_path / "o"])
+    state = b.get(sid)
+    assert (state.pinned, state.archived, state.hidden) == (True, "sweep", True)
+    assert (state.title, state.reasoning, state.tokens_in) == ("Rich one", "low", 18)
+    assert b.stored_prompt(sid) == "You are helpful."
+    assert b.resume(sid).archived == ""
+    assert b.resume(user_archived).archived == "user"
+
+
+def test_old_export_without_flags_restores_visible(tmp_path: Path) -> None:
+    """A line with no flag fields (and no per-message state) restores as a plain visible session."""
+    path = _write(tmp_path / "old.jsonl", _line("old1"))
+    b = open_engine(tmp_path / "b")
+    import_backups(b.store, [path])
+    state = b.get("old1")
+    assert (state.pinned, state.archived, state.hidden) == (False, "", False)
+    [row] = messages_of(b.store.connection(), "old1", scope="display")
+    assert row.state == "active" and row.imported
+
+
+def test_reimport_creates_no_duplicates(tmp_path: Path) -> None:
+    """Importing the same file twice skips sessions already present with the same content."""
+    path = _write(
+        tmp_path / "b.jsonl", _line("s1"), _line("s2", parent_id="s1", parent_kind="delegate")
+    )
+    b = open_engine(tmp_path / "b")
+    assert import_backups(b.store, [path]).imported == ["s1", "s2"]
+    again = import_backups(b.store, [path])
+    assert again.imported == [] and again.skipped == ["s1", "s2"]
+    assert _count(b) == 2
+    assert len(messages_of(b.store.connection(), "s1", scope="all")) == 1
+
+
+def test_id_clash_with_different_content_is_refused(tmp_path: Path) -> None:
+    """An existing id with different content refuses the whole import, naming file and line."""
+    b = open_engine(tmp_path / "b")
+    import_backups(b.store, [_write(tmp_path / "one.jsonl", _line("s1"))])
+    b.append_message("s1", "user", "added later")
+    path = _write(tmp_path / "two.jsonl", _line("fresh"), _line("s1"))
+    with pytest.raises(ValidationError, match=r"two\.jsonl:2: session s1 already exists"):
+        import_backups(b.store, [path])
+    assert _count(b) == 1
+
+
+def test_malformed_line_imports_nothing(tmp_path: Path) -> None:
+    """A line that is not JSON refuses the import and names file and line."""
+    path = _write(tmp_path / "bad.jsonl", _line("s1"), '{"id": "s2", "messages": [', _line("s3"))
+    b = open_engine(tmp_path / "b")
+    with pytest.raises(ValidationError, match=r"bad\.jsonl:2: Input data was truncated"):
+        import_backups(b.store, [path])
+    assert _count(b) == 0
+
+
+def test_wrong_type_names_line_and_path(tmp_path: Path) -> None:
+    """A wrong type names file, line and the JSON path of the bad value."""
+    bad = _line("s2", messages=[{"role": "user", "content": "x", "at": "yesterday"}])
+    path = _write(tmp_path / "t.jsonl", _line("s1"), bad)
+    b = open_engine(tmp_path / "b")
+    with pytest.raises(ValidationError, match=r"t\.jsonl:2: .*\$\.messages\[0\]\.at"):
+        import_backups(b.store, [path])
+    bad_role = _line("s3", messages=[{"role": "narrator", "content": "x"}])
+    with pytest.raises(ValidationError, match=r"\$\.messages\[0\]\.role"):
+        import_backups(b.store, [_write(tmp_path / "r.jsonl", bad_role)])
+    assert _count(b) == 0
+
+
+def test_parent_cycle_imports_nothing(tmp_path: Path) -> None:
+    """Parent links that form a cycle refuse the import."""
+    path = _write(
+        tmp_path / "c.jsonl",
+        _line("a", parent_id="b", parent_kind="branch"),
+        _line("b", parent_id="a", parent_kind="branch"),
+    )
+    b = open_engine(tmp_path / "b")
+    with pytest.raises(ValidationError, match=r"c\.jsonl:\d: parent links form a cycle"):
+        import_backups(b.store, [path])
+    assert _count(b) == 0
+
+
+def test_duplicate_id_imports_nothing(tmp_path: Path) -> None:
+    """The same id twice in the input refuses the import, naming both places."""
+    one = _write(tmp_path / "one.jsonl", _line("s1"))
+    two = _write(tmp_path / "two.jsonl", _line("s0"), _line("s1"))
+    b = open_engine(tmp_path / "b")
+    with pytest.raises(
+        ValidationError,
+        match=r"two\.jsonl:2: duplicate session id 's1' \(first at .*one\.jsonl:1\)",
+    ):
+        import_backups(b.store, [one, two])
+    assert _count(b) == 0
+
+
+def test_invalid_value_inside_restore_imports_nothing(tmp_path: Path) -> None:
+    """A value the aggregate refuses (a bad source tag) rolls back every session of the import."""
+    path = _write(tmp_path / "v.jsonl", _line("ok"), _line("bad", source="NOT VALID"))
+    b = open_engine(tmp_path / "b")
+    with pytest.raises(ValidationError, match=r"v\.jsonl:2: invalid source tag"):
+        import_backups(b.store, [path])
+    assert _count(b) == 0
+
+
+def test_children_listed_before_parents_import(tmp_path: Path) -> None:
+    """A child line before its parent still imports, parent first, with the lineage edge."""
+    path = _write(
+        tmp_path / "o.jsonl", _line("kid", parent_id="mom", parent_kind="delegate"), _line("mom")
+    )
+    b = open_engine(tmp_path / "b")
+    assert import_backups(b.store, [path]).imported == ["mom", "kid"]
+    rows = b.store.connection().execute("SELECT child_id, parent_id, kind FROM lineage").fetchall()
+    assert [tuple(r) for r in rows] == [("kid", "mom", "delegate")]
+
+
+def test_import_guard_refuses_oversized_session(tmp_path: Path) -> None:
+    """A session above max_import_messages refuses the import, naming file and line."""
+    msgs = [{"role": "user", "content": str(i)} for i in range(4)]
+    path = _write(tmp_path / "g.jsonl", _line("small"), _line("big", messages=msgs))
+    b = open_engine(tmp_path / "b")
+    with pytest.raises(GuardError, match=r"g\.jsonl:2: session big holds 4 messages"):
+        import_backups(b.store, [path], max_messages=3)
+    assert _count(b) == 0
+    assert len(import_backups(b.store, [path], max_messages=0).imported) == 2
+
+
+def test_title_clash_imports_nothing(tmp_path: Path) -> None:
+    """A restored title already used by another session refuses the import."""
+    b = open_engine(tmp_path / "b")
+    b.start_session("cli", session_id="mine", title="Taken", cwd="/")
+    path = _write(tmp_path / "t.jsonl", _line("theirs", title="taken"))
+    with pytest.raises(ValidationError, match=r"t\.jsonl:1: title 'taken' is already used"):
+        import_backups(b.store, [path])
+    assert _count(b) == 1
+
+
+def test_delegates_restore_with_their_parent(tmp_path: Path) -> None:
+    """A parent and its delegates from one export directory restore with the delegate edges."""
+    a = open_engine(tmp_path / "a")
+    sid = rich_session(a)
+    kid = delegate(a, sid, 1)
+    export_sessions(a.store.connection(), tmp_path / "o", [kid, sid], ExportOptions(fmt="json"))
+    b = open_engine(tmp_path / "b")
+    report = import_backups(b.store, [tmp_path / "o"])
+    assert sorted(report.imported) == sorted([sid, kid])
+    assert b.get(kid).parent_id == sid
