@@ -281,3 +281,44 @@ def test_backup_objects_decode_typed(tmp_path: Path) -> None:
     sid = rich_session(a)
     original = read_backup(a.store.connection(), sid)
     assert decode_session(msgspec.json.encode(original)) == original
+
+
+SECRETS = {
+    "aws_key": "AKIAIOSFODNN7EXAMPLE",
+    "aws_secret": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "slack": "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+    "jwt": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
+    "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "pem": "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun",
+    "url_password": "s3cr3tP4ssw0rd",
+    "bearer": "abcdef0123456789abcdef0123456789",
+    "anthropic": "sk-ant-api03-" + "a1B2" * 22,
+    "google": "AIzaSyD-1234567890abcdefghijklmnopqrstu",
+    "github": "github_pat_11ABCDEFG0123456789_" + "abcdefghijklmnopqrstuvwxyz" * 2 + "0123",
+}
+ORDINARY = (
+    "Deploy the api at noon; token budget is 4096; see https://example.com/docs?page=2, "
+    "mail user@example.com, run chat-send P2.2 and snake_case_name"
+)
+
+
+def test_redaction_corpus_on_backup_export(tmp_path: Path) -> None:
+    """A corpus of realistic secrets is scrubbed from a redacted backup; ordinary text stays."""
+    a = open_engine(tmp_path / "a")
+    sid = a.start_session("cli", session_id="20240101_000000_hhhhhh", cwd="/")
+    s = SECRETS
+    a.append_message(sid, "user", f"aws {s['aws_key']} aws_secret_access_key = {s['aws_secret']}")
+    a.append_message(sid, "assistant", f"slack {s['slack']} jwt {s['jwt']}")
+    pem = f"-----BEGIN RSA PRIVATE KEY-----\n{s['pem']}\n-----END RSA PRIVATE KEY-----"
+    a.append_message(sid, "user", pem)
+    a.append_message(sid, "user", f"postgres://admin:{s['url_password']}@db.example.com/app")
+    a.append_message(sid, "user", f"Authorization: Bearer {s['bearer']}")
+    a.append_message(sid, "user", f"{s['anthropic']} {s['google']} {s['github']}")
+    a.append_message(sid, "assistant", ORDINARY)
+    files = export_sessions(
+        a.store.connection(), tmp_path / "o", [sid], ExportOptions(fmt="jsonl", redact=True)
+    )
+    data = (tmp_path / "o" / files[0].file).read_text()
+    for name, secret in SECRETS.items():
+        assert secret not in data, name
+    assert ORDINARY in data
