@@ -86,7 +86,7 @@ class Batch:
     def __init__(self, store: Store, conn: apsw.Connection) -> None:
         self.store = store
         self.conn = conn
-        self.now = store.clock()
+        self.now = float(store.clock())  # an int clock would make head rows differ on rebuild
         self.states: dict[str, SessionState] = {}
         self._pending: list[tuple[str, int, ev.Event]] = []
 

@@ -1,0 +1,56 @@
+"""Shared fixtures: a temporary HERMES_HOME and an engine on it with a deterministic clock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hermes_es.commands.engine import SessionEngine
+
+START = 1_700_000_000.0
+"""Where the test clock starts (2023-11-14, UTC)."""
+
+
+class Clock:
+    """A clock that moves ``step`` seconds forward every time it is read."""
+
+    def __init__(self, start: float = START, step: float = 1.0) -> None:
+        self.now = start
+        self.step = step
+
+    def __call__(self) -> float:
+        """Return the current time, then move forward one step."""
+        value = self.now
+        self.now += self.step
+        return value
+
+    def advance(self, seconds: float) -> None:
+        """Jump forward ``seconds``."""
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> Clock:
+    """A deterministic clock starting at START and ticking one second per read."""
+    return Clock()
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh HERMES_HOME directory, also exported as $HERMES_HOME for the test."""
+    path = tmp_path / "hermes-home"
+    path.mkdir()
+    monkeypatch.setenv("HERMES_HOME", str(path))
+    return path
+
+
+@pytest.fixture
+def engine(home: Path, clock: Clock) -> Iterator[SessionEngine]:
+    """A SessionEngine on ``home``'s state.db, using the deterministic clock."""
+    eng = SessionEngine.open(home, clock=clock, actor="test")
+    try:
+        yield eng
+    finally:
+        eng.close()
