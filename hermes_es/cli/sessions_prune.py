@@ -170,7 +170,8 @@ def prune_cmd(
             _show_plan(plan, False)
             click.echo("nothing to prune")
         return
-    _show_plan(plan, as_json and dry_run)
+    if not as_json or dry_run:
+        _show_plan(plan, as_json)
     if dry_run:
         if not as_json:
             click.echo("dry run: nothing deleted")
