@@ -322,3 +322,26 @@ def test_redaction_corpus_on_backup_export(tmp_path: Path) -> None:
     for name, secret in SECRETS.items():
         assert secret not in data, name
     assert ORDINARY in data
+
+
+def test_export_reads_one_snapshot(tmp_path: Path) -> None:
+    """A write committed mid-export appears in neither the files nor the manifest versions."""
+    a = open_engine(tmp_path / "a")
+    s1 = plain_session(a, "20240101_000001_iiiiii", 2)
+    s2 = plain_session(a, "20240101_000002_jjjjjj", 2)
+    before = a.get(s2).display_version
+    fired: list[int] = []
+
+    def tick(done: int, total: int) -> None:
+        if not fired:
+            fired.append(done)
+            other = open_engine(tmp_path / "a")
+            other.append_message(s2, "user", "LATE WRITE")
+            other.close()
+
+    files = export_sessions(
+        a.store.connection(), tmp_path / "o", [s1, s2], ExportOptions(fmt="md"), progress=tick
+    )
+    assert fired
+    assert "LATE WRITE" not in (tmp_path / "o" / files[1].file).read_text()
+    assert files[1].display_version == before < a.get(s2).display_version
