@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from hermes_es.commands.chat import Chat
     from hermes_es.commands.engine import SessionEngine
     from hermes_es.config import HermesConfig
-    from hermes_es.responders.base import Responder
+    from hermes_es.responders.base import ChatMessage, Responder, TurnResult
 
 
 def err(message: str) -> None:
@@ -36,12 +37,55 @@ def resume_hint(session_id: str) -> str:
     return f"Session: {session_id}\nResume with: hermes --resume {session_id}"
 
 
+class LazyResponder:
+    """The configured responder, built on first use so the prompt shows before the HTTP client
+    and responder modules are imported."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self._config = config
+        self._real: Responder | None = None
+        self._lock = threading.Lock()
+
+    def real(self) -> Responder:
+        """The underlying responder (config errors surface here)."""
+        with self._lock:
+            if self._real is None:
+                from hermes_es.responders import make_responder
+
+                self._real = make_responder(self._config, os.environ)
+            return self._real
+
+    @property
+    def name(self) -> str:
+        """Responder kind."""
+        return self.real().name
+
+    @property
+    def can_see_images(self) -> bool:
+        """Whether images may be sent as they are."""
+        return self.real().can_see_images
+
+    def respond(
+        self,
+        system_prompt: str,
+        messages: list[ChatMessage],
+        *,
+        model: str,
+        reasoning: str | None = None,
+    ) -> TurnResult:
+        """Answer the window."""
+        return self.real().respond(system_prompt, messages, model=model, reasoning=reasoning)
+
+    def summarize(self, messages: list[ChatMessage]) -> str:
+        """Compaction summary."""
+        return self.real().summarize(messages)
+
+
 class ChatApp:
     """Everything one ``hermes`` chat run holds: store, config, responder, the current chat."""
 
     def __init__(self, hermes: Hermes, *, source: str, model: str | None) -> None:
         from hermes_es.prompts.tools import tools_for_toolsets
-        from hermes_es.responders import make_responder
         from hermes_es.terminal import stdin_tty_name, terminal_key
 
         self.hermes = hermes
@@ -51,7 +95,7 @@ class ChatApp:
         self.source = source
         self.model_override = model
         self.engine: SessionEngine = hermes.engine()
-        self.responder: Responder = make_responder(loaded.raw, os.environ)
+        self.responder = LazyResponder(loaded.raw)
         self.tools = tools_for_toolsets(self.config.toolsets)
         self.terminal = terminal_key(os.environ, stdin_tty_name())
         self.chat: Chat | None = None

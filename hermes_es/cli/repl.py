@@ -213,6 +213,7 @@ def run_repl(app: ChatApp, *, recap: bool) -> None:
     mode = " (read-only)" if app.read_only else ""
     click.echo(f"Session {app.chat.session_id}{mode}. /help for commands, /exit to leave.")
     while True:
+        app.chat.start_preload()
         try:
             line = input(PROMPT)
         except (EOFError, KeyboardInterrupt):

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import base64
 import os
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -31,7 +32,11 @@ from hermes_es.errors import (
 )
 from hermes_es.media import describe_attachment, find_paths_in_message, render_attachment_text
 from hermes_es.queries.transcript import TranscriptMessage, messages_of
-from hermes_es.responders.base import ChatMessage, Responder, ToolCall, TurnResult, text_of
+
+if TYPE_CHECKING:
+    # Imported lazily at run time: the responders package pulls in the HTTP client, which a
+    # resume does not need before its first prompt.
+    from hermes_es.responders.base import ChatMessage, Responder, TurnResult
 
 CLI_HISTORY_SOURCES = ("cli", "tui", "oneshot")
 """Sources ``-c`` and ``--resume latest`` treat as CLI history (one-shot runs included)."""
@@ -101,6 +106,8 @@ def stored_to_dict(message: TranscriptMessage) -> dict[str, Any]:
 
 def dict_to_chat(message: dict[str, Any]) -> ChatMessage:
     """An appendable message mapping as the responder sees it (media text rendered in)."""
+    from hermes_es.responders.base import ChatMessage, ToolCall
+
     content: str | list[dict[str, Any]] = message.get("content", "")
     blocks = [str(m["text"]) for m in message.get("media") or [] if m.get("text")]
     if blocks:
@@ -203,15 +210,56 @@ class Chat:
         self._meta = state
         self._prompt_text: str | None = None
         self.version = state.version
-        self.memory: list[dict[str, Any]] = []
-        self.reload()
+        self._memory: list[dict[str, Any]] | None = None
+        self._preload: threading.Thread | None = None
+        self._preloaded: list[dict[str, Any]] = []
 
     # -- state -------------------------------------------------------------------------------
 
+    def start_preload(self) -> None:
+        """Read the context window on a background thread (its own read connection) while the
+        user types, so a long session reaches the input prompt without waiting for it."""
+        if self._memory is not None or self._preload is not None:
+            return
+        db_path, sid = self.engine.db_path, self.session_id
+
+        def load() -> None:
+            from hermes_es.projections.catalog import connect
+
+            conn = connect(db_path)
+            try:
+                self._preloaded = [
+                    stored_to_dict(m) for m in messages_of(conn, sid, scope="context")
+                ]
+            finally:
+                conn.close()
+
+        self._preload = threading.Thread(target=load, name="hermes-preload", daemon=True)
+        self._preload.start()
+
+    def _join_preload(self) -> None:
+        if self._preload is not None:
+            self._preload.join()
+            self._preload = None
+            if self._memory is None:
+                self._memory = self._preloaded
+
+    @property
+    def memory(self) -> list[dict[str, Any]]:
+        """The in-memory transcript: the context window as this chat last saw it."""
+        self._join_preload()
+        if self._memory is None:
+            conn = self.engine.store.connection()
+            self._memory = [
+                stored_to_dict(m) for m in messages_of(conn, self.session_id, scope="context")
+            ]
+        return self._memory
+
     def reload(self) -> None:
         """Reload the in-memory window from the store (after another writer, rewind, compact)."""
+        self._join_preload()
         conn = self.engine.store.connection()
-        self.memory = [
+        self._memory = [
             stored_to_dict(m) for m in messages_of(conn, self.session_id, scope="context")
         ]
         state = self.engine.get(self.session_id)
@@ -268,6 +316,7 @@ class Chat:
 
     def _append(self, messages: list[dict[str, Any]]) -> list[int]:
         """Append one atomic turn at the version this chat expects; retry after a conflict."""
+        _ = self.memory  # load it before appending, so it never holds the new messages twice
         for _attempt in range(3):
             expected = self._current_version()
             try:
@@ -318,6 +367,8 @@ class Chat:
 
     def _describe_image(self, path: Path) -> str:
         """Ask a vision-capable responder for a one-time description of an image."""
+        from hermes_es.responders.base import ChatMessage, text_of
+
         mime = "image/png" if path.suffix.lower() == ".png" else "image/jpeg"
         data = base64.b64encode(path.read_bytes()).decode()
         ask = ChatMessage(
@@ -366,6 +417,8 @@ class Chat:
         """Run one turn: record the user message, ask the responder, record its turn atomically."""
         if not text.strip() and not self.pending_attachments:
             raise ValidationError("empty message", subject="message")
+        from hermes_es.responders.base import ChatMessage, text_of
+
         prompt = self.system_prompt()
         media, notes = self._media_for(text)
         user: dict[str, Any] = {"role": "user", "content": text, "media": media}
