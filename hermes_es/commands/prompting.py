@@ -37,7 +37,7 @@ def ensure_turn_prompt(
             return stored
     reason = _build_reason(state)
     pinned = state.tools is not None
-    tools_pin = list(state.tools) if state.tools is not None else list(tools)
+    tools_pin = list(state.tools) if state.tools is not None else sorted(set(tools))
     built = build_system_prompt(profile_dir, workspace, tools_pin)
     engine.store_system_prompt(
         session_id, built.text, reason=reason, tools=None if pinned else tools_pin
