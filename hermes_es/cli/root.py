@@ -107,5 +107,11 @@ class RootGroup(LazyGroup):
         """Turn ``/cmd rest…`` into the hidden ``--slash '/cmd rest…'`` option."""
         index = _slash_index(args)
         if index is not None:
-            args = [*args[:index], _SLASH_OPTION, " ".join(args[index:])]
+            # ``/cmd`` takes the words after it up to the next option, so
+            # ``hermes /new payments refactor -q "first message"`` names the session and sends.
+            end = index + 1
+            while end < len(args) and not (args[end].startswith("-") and len(args[end]) > 1):
+                end += 1
+            slash = " ".join(args[index:end])
+            args = [*args[:index], *args[end:], _SLASH_OPTION, slash]
         return super().parse_args(ctx, args)
