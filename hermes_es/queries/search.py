@@ -2,13 +2,15 @@
 
 Query plan. ``ORDER BY rank`` makes FTS5 score every matching row before the LIMIT applies,
 which costs hundreds of milliseconds for the most frequent words of a big store. The default
-``bounded`` plan first asks FTS5 for the ``window``-th most recent match (``ORDER BY rowid DESC
-LIMIT 1 OFFSET window-1``: FTS5 walks the doclists backwards and stops there; message row ids
-grow with the log position, so rowid order is recency order). When there are fewer matches
-than that, every match is ranked (full recall for rare terms); otherwise bm25 ranks only the
-matches at or after that row id (``rowid >= floor`` is pushed into FTS5). bm25 keeps using
-whole-index statistics either way. If filters (source, role, state) leave fewer hits than
-asked for, the window grows eightfold until it covers everything.
+``bounded`` plan makes one backwards pass instead: ``SELECT rank, rowid … ORDER BY rowid DESC
+LIMIT window`` (FTS5 walks the doclists from the newest row and stops after ``window``
+matches; message row ids grow with the log position, so rowid order is recency order). When
+there are fewer matches than that, they are all the matches, so rare terms keep full recall;
+otherwise only the most recent ``window`` are ranked. bm25 uses whole-index statistics either
+way. The candidates are sorted by score in Python, joined to ``messages``/``sessions`` for the
+filters (source, role, state) best first, and snippets are made only for the hits returned
+(one ``rowid = ?`` lookup each). If the filters leave fewer hits than asked for, the next,
+eight times larger, page of older matches joins the pool, until the matches run out.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Sequence
 import apsw
 import msgspec
 
-from hermes_es.queries.fts_query import build_match
+from hermes_es.queries.fts_query import build_match, parse_terms
 
 SNIPPET_OPEN = "\x02"
 SNIPPET_CLOSE = "\x03"
@@ -63,14 +65,127 @@ def _filters(
     return sql, params
 
 
-def recency_floor(conn: apsw.Connection, match: str, window: int) -> int | None:
-    """The row id of the ``window``-th most recent match, or None when there are fewer."""
-    rows = conn.execute(
-        "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?"
-        " ORDER BY rowid DESC LIMIT 1 OFFSET ?",
-        (match, max(window, 1) - 1),
-    ).fetchall()
-    return int(rows[0][0]) if rows else None
+def recent_candidates(
+    conn: apsw.Connection, match: str, below: int | None, size: int
+) -> list[tuple[float, int]]:
+    """(bm25, rowid) of the ``size`` most recent matches older than row id ``below``."""
+    sql = "SELECT rank, rowid FROM messages_fts WHERE messages_fts MATCH ?"
+    args: list[object] = [match]
+    if below is not None:
+        sql += " AND rowid < ?"
+        args.append(below)
+    sql += " ORDER BY rowid DESC LIMIT ?"
+    args.append(size)
+    return [(float(r[0]), int(r[1])) for r in conn.execute(sql, args)]
+
+
+_DETAILS = (
+    "SELECT m.id, m.session_id, m.seq, m.role, m.at, s.source, s.title, s.root_id, m.state,"
+    " m.ord, m.content"
+    " FROM messages m JOIN sessions s ON s.id = m.session_id WHERE m.id IN ({marks})"
+)
+SNIPPET_TOKENS = 16
+
+
+class Highlighter:
+    """Marks query tokens in message text the way FTS5 ``snippet()`` would, without FTS5.
+
+    FTS5 would re-run the whole MATCH for every snippet (for a short prefix that means merging
+    thousands of doclists each time), so snippets are cut here from the stored text with the
+    same ``hermes`` tokenizer: a token is a hit when it equals a query token, or starts with
+    the last token of a prefix term.
+    """
+
+    def __init__(self, conn: apsw.Connection, query: str) -> None:
+        self.tokenizer = conn.fts5_tokenizer("hermes", [])
+        self.exact: set[str] = set()
+        self.prefixes: list[str] = []
+        for term in parse_terms(query):
+            tokens = [t[2] for t in self._tokens(term.text, apsw.FTS5_TOKENIZE_QUERY)]
+            if not tokens:
+                continue
+            if term.prefix:
+                self.exact.update(tokens[:-1])
+                self.prefixes.append(tokens[-1])
+            else:
+                self.exact.update(tokens)
+
+    def _tokens(self, text: str, flags: int) -> list[tuple[int, int, str]]:
+        return [
+            (int(t[0]), int(t[1]), str(t[2]))
+            for t in self.tokenizer(text.encode("utf-8"), flags, None)
+        ]
+
+    def _is_hit(self, token: str) -> bool:
+        return token in self.exact or any(token.startswith(p) for p in self.prefixes)
+
+    def snippet(self, text: str, size: int = SNIPPET_TOKENS) -> str:
+        """About ``size`` tokens around the first hit, hits wrapped in \x02 … \x03."""
+        utf8 = text.encode("utf-8")
+        tokens = self._tokens(text, apsw.FTS5_TOKENIZE_DOCUMENT)
+        if not tokens:
+            return text[:120]
+        hits = [i for i, t in enumerate(tokens) if self._is_hit(t[2])]
+        first = hits[0] if hits else 0
+        lo = max(0, min(first - size // 4, len(tokens) - size))
+        hi = min(len(tokens), lo + size)
+        start = 0 if lo == 0 else tokens[lo][0]
+        end = len(utf8) if hi == len(tokens) else tokens[hi - 1][1]
+        out: list[bytes] = [b"\xe2\x80\xa6" if lo else b""]
+        pos = start
+        for i in range(lo, hi):
+            a, b, tok = tokens[i]
+            if self._is_hit(tok):
+                if a == pos and out and out[-1] == SNIPPET_CLOSE.encode():
+                    out[-1:] = [utf8[a:b], SNIPPET_CLOSE.encode()]  # extend an adjacent hit
+                else:
+                    out += [utf8[pos:a], SNIPPET_OPEN.encode(), utf8[a:b], SNIPPET_CLOSE.encode()]
+                pos = b
+        out.append(utf8[pos:end])
+        if hi < len(tokens):
+            out.append(b"\xe2\x80\xa6")
+        return b"".join(out).decode("utf-8", errors="replace")
+
+
+def _hits_from(
+    conn: apsw.Connection,
+    query: str,
+    pool: list[tuple[float, int]],
+    limit: int,
+    where: str,
+    params: list[object],
+) -> list[SearchHit]:
+    """The best ``limit`` pool entries that pass the filters, with snippets."""
+    found: list[SearchHit] = []
+    marker = Highlighter(conn, query)
+    chunk = 1000
+    for start in range(0, len(pool), chunk):
+        part = pool[start : start + chunk]
+        sql = _DETAILS.format(marks=",".join("?" * len(part))) + where
+        rows = {int(r[0]): r for r in conn.execute(sql, [*(i for _, i in part), *params])}
+        for score, rowid in part:
+            r = rows.get(rowid)
+            if r is None:
+                continue
+            found.append(
+                SearchHit(
+                    session_id=r[1],
+                    seq=r[2],
+                    role=r[3],
+                    snippet=marker.snippet(str(r[10])),
+                    score=score,
+                    at=r[4],
+                    source=r[5],
+                    title=r[6],
+                    root_id=r[7],
+                    state=r[8],
+                    message_id=rowid,
+                    ord=r[9],
+                )
+            )
+            if len(found) >= limit:
+                return found
+    return found
 
 
 def _ranked(
@@ -138,12 +253,17 @@ def search_messages(
         return _ranked(conn, match, None, limit, where, params)
     if plan != "bounded":
         raise ValueError(f"unknown search plan {plan!r}")
+    pool: list[tuple[float, int]] = []
+    below: int | None = None
+    size = window
     while True:
-        floor = recency_floor(conn, match, window)
-        hits = _ranked(conn, match, floor, limit, where, params)
-        if floor is None or len(hits) >= limit:
+        batch = recent_candidates(conn, match, below, size)
+        pool = sorted([*pool, *batch])
+        hits = _hits_from(conn, query, pool, limit, where, params)
+        if len(batch) < size or len(hits) >= limit:
             return hits
-        window *= 8
+        below = batch[-1][1]
+        size *= 8
 
 
 class ContextMessage(msgspec.Struct, frozen=True, kw_only=True):

@@ -93,3 +93,12 @@ def test_any_input_is_safe(engine: SessionEngine, query: str) -> None:
     search_messages(conn, query, limit=3)
     search_messages(conn, query, limit=3, plan="full")
     search_grouped(conn, query, limit=3)
+
+
+def test_snippet_marks_query_tokens(engine: SessionEngine) -> None:
+    """Snippets wrap exact, prefix and adjacent CJK matches in one marker pair each."""
+    conn = engine.store.connection()
+    (hit,) = search_messages(conn, "模型")
+    assert "\x02模型\x03" in hit.snippet
+    (hit,) = search_messages(conn, "payments deplo*", roles=["user"], sources=["cli"], limit=1)
+    assert "\x02deploy\x03" in hit.snippet and "\x02payments\x03" in hit.snippet
