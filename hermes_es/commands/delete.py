@@ -16,6 +16,7 @@ import msgspec
 from hermes_es import events as ev
 from hermes_es.commands.unit_of_work import Batch, Store
 from hermes_es.errors import InvariantError, SessionNotFoundError
+from hermes_es.projections.purge import indexed_messages, prefer_optimize, purging
 from hermes_es.queries import lookup
 from hermes_es.store.db import checkpoint
 
@@ -107,6 +108,11 @@ def _remove(batch: Batch, store: Store, session_id: str, reason: str, actor: str
     )
 
 
+def _optimize(batch: Batch, targets: Sequence[str]) -> bool:
+    deleted = sum(batch.load(sid).message_count for sid in targets)
+    return prefer_optimize(deleted, indexed_messages(batch.conn))
+
+
 def delete_session(
     store: Store,
     session_id: str,
@@ -132,9 +138,9 @@ def delete_session(
         delegates = delegate_tree(batch, session_id) if cascade else []
         if expected is not None:
             _check_expected(batch, session_id, delegates, expected)
-        done = [
-            _remove(batch, store, sid, reason, actor) for sid in [*reversed(delegates), session_id]
-        ]
+        targets = [*reversed(delegates), session_id]
+        with purging(batch.conn, optimize=_optimize(batch, targets)):
+            done = [_remove(batch, store, sid, reason, actor) for sid in targets]
     if scrub:
         scrub_wal(store)
     return done
@@ -145,15 +151,15 @@ def delete_many(
 ) -> list[Deleted]:
     """Delete several sessions (with their delegates) in one transaction, then scrub once."""
     with store.transaction() as batch:
-        done: list[Deleted] = []
-        gone: set[str] = set()
+        targets: list[str] = []
         for sid in session_ids:
-            if sid in gone or batch.load(sid).version == 0:
+            if sid in targets or batch.load(sid).version == 0:
                 continue
             for target in [*reversed(delegate_tree(batch, sid)), sid]:
-                if target not in gone:
-                    done.append(_remove(batch, store, target, reason, actor))
-                    gone.add(target)
+                if target not in targets:
+                    targets.append(target)
+        with purging(batch.conn, optimize=_optimize(batch, targets)):
+            done = [_remove(batch, store, sid, reason, actor) for sid in targets]
     if scrub and done:
         scrub_wal(store)
     return done
