@@ -49,8 +49,10 @@ class SessionConfig(msgspec.Struct, frozen=True, kw_only=True):
 class SessionsConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Guards and housekeeping for the session store."""
 
-    max_export_messages: Positive = 20000
-    max_import_messages: Positive = 20000
+    max_export_messages: NonNegative = 20000
+    """Per-session cap for JSON/JSONL backups and /save json; 0 disables the guard."""
+    max_import_messages: NonNegative = 20000
+    """Per-session cap for imports; 0 disables the guard."""
     auto_archive: NonNegative = 0
     compress_mode: Literal["in_place", "split"] = "split"
     compress_keep_last: NonNegative = 10

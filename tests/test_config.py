@@ -277,3 +277,12 @@ def test_fingerprint_accepts_chosen_keys() -> None:
     """config_fingerprint returns only the requested dotted keys."""
     fp = config_fingerprint(HermesConfig(), ["max_turns", "model.name", "model.missing"])
     assert fp == {"max_turns": 90, "model.name": "hermes-offline", "model.missing": None}
+
+
+def test_zero_disables_the_transcript_guards(tmp_path: Path) -> None:
+    """max_export_messages / max_import_messages accept 0 (the guard is off)."""
+    path = tmp_path / "config.yaml"
+    path.write_text("sessions: {max_export_messages: 0, max_import_messages: 0}\n")
+    loaded = load_config(path)
+    assert loaded.config.sessions.max_export_messages == 0
+    assert loaded.config.sessions.max_import_messages == 0
