@@ -148,6 +148,18 @@ _STOP_VALUES = frozenset(
         "int",
         "secretstr",
         "secretbytes",
+        "await",
+        "new",
+        "lambda",
+        "function",
+        "async",
+        "yield",
+        "not",
+        "self",
+        "this",
+        "cls",
+        "input",
+        "getpass",
         "redacted",
         "hidden",
         "masked",
@@ -212,8 +224,8 @@ def _labelled(*, quoted: bool) -> _Classifier:
             return None
         if not quoted and m.group("op") == ":" and not _ends_line(m):
             return None
-        if not quoted and _IDENT_RE.match(value) and _after(m).startswith((")", ", ")):
-            return None  # a keyword argument passing a variable: f(password=pw, ...)
+        if not quoted and _IDENT_RE.match(value) and _after(m).startswith((")", ", ", "(")):
+            return None  # a variable or call in code: f(password=pw, ...), password = ask()
         return family
 
     return classify
@@ -234,12 +246,38 @@ def _flag(m: re.Match[str]) -> str | None:
     return family if _plausible(value, family, quoted=bool(m.group("q"))) else None
 
 
-def _url_password(m: re.Match[str]) -> str | None:
-    """Classifier for ``scheme://user:pass@host``: skip placeholders, env refs, ``:port@``."""
-    value = m.group("secret")
-    if value.isdigit() and not m.group("user"):
-        return None
-    return "url_password" if _plausible(value, "password", quoted=True) else None
+def _labelled_value(family: str) -> _Classifier:
+    """Classifier for a value whose position says it is a ``family`` secret."""
+    return lambda m: family if _plausible(m.group("secret"), family, quoted=True) else None
+
+
+_CURL_RE = re.compile(r"\bcurl\b")
+_MYSQL_RE = re.compile(r"\b(?:mysql|mysqldump|mysqladmin|mariadb)\b")
+
+
+def _on_command_line(command: re.Pattern[str], classify: _Classifier) -> _Classifier:
+    """Classifier that applies ``classify`` only where ``command`` starts the same line."""
+
+    def on_line(m: re.Match[str]) -> str | None:
+        floor = max(0, m.start() - 400)
+        start = m.string.rfind("\n", floor, m.start()) + 1 or floor
+        if not command.search(m.string, start, m.start()):
+            return None
+        return classify(m)
+
+    return on_line
+
+
+def _user_password(kind: str) -> _Classifier:
+    """Classifier for ``user:pass`` pairs: skip placeholders, env refs, ``:port`` and uid:gid."""
+
+    def classify(m: re.Match[str]) -> str | None:
+        value, user = m.group("secret"), m.group("user")
+        if value.isdigit() and (not user or user.isdigit()):
+            return None
+        return kind if _plausible(value, "password", quoted=True) else None
+
+    return classify
 
 
 def _bearer(m: re.Match[str]) -> str | None:
@@ -327,7 +365,7 @@ _RULES: tuple[_Rule, ...] = (
         re.compile(
             r"(?i:authorization)[\"']?[ \t]*[:=][ \t]*[\"']?"
             r"(?:(?i:bearer|basic|token|bot|digest)[ \t]+)?"
-            r"(?!(?i:bearer|basic|token|bot|digest)\b)(?P<secret>[A-Za-z0-9._~+/:-]+=*)"
+            r"(?!(?i:bearer|basic|token|bot|digest)\b)(?P<secret>[\w.~+/:-]+=*)"
         ),
         _bearer,
     ),
@@ -337,7 +375,30 @@ _RULES: tuple[_Rule, ...] = (
             r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,31}://(?P<user>[^\s:/?#@\"'<>]*):"
             r"(?P<secret>[^\s/?#\"'<>]+)@(?=[A-Za-z0-9\[])"
         ),
-        _url_password,
+        _user_password("url_password"),
+    ),
+    _Rule(
+        re.compile(
+            r"(?<![\w-])(?i:(?:set-)?cookie)[\"']?[ \t]*:[ \t]*[\"']?"
+            r"(?P<secret>(?=[^\r\n\"'=]{0,400}=)[^\r\n\"']{8,})"
+        ),
+        _always("cookie"),
+    ),
+    # Passwords given to well-known command-line tools.
+    _Rule(
+        re.compile(
+            r"(?<![\w-])(?:-u|--user)[ \t]*[\"']?"
+            r"(?P<user>[^\s:\"']+):(?P<secret>[^\s\"']+)"
+        ),
+        _on_command_line(_CURL_RE, _user_password("password")),
+    ),
+    _Rule(
+        re.compile(r"(?<=[ \t])-p(?P<secret>[^\s\"'-][^\s\"']*)"),
+        _on_command_line(_MYSQL_RE, _labelled_value("password")),
+    ),
+    _Rule(
+        re.compile(r"\bsshpass[ \t]+-p[ \t]*[\"']?(?P<secret>[^\s\"']+)"),
+        _labelled_value("password"),
     ),
     # Generic labelled assignments in env, JSON, YAML, TOML, Python and shell style.
     _Rule(

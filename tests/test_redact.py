@@ -201,6 +201,15 @@ def _labelled_cases() -> list[tuple[str, str, str, str]]:
         ),
         (f'{{\\"api_key\\": \\"{token}\\"}}', token, '{\\"api_key\\": \\"', "api_key"),
         (f"'password' => '{pw}',", pw, "'password' => '", "password"),
+        (f"curl -fsS -u deploy:{pw} https://ci.example.com/api", pw, "-u deploy:", "password"),
+        (f"mysqldump -uroot -p{pw} shop > dump.sql", pw, " shop > dump.sql", "password"),
+        (f"sshpass -p '{pw}' ssh admin@10.0.0.5", pw, " ssh admin@10.0.0.5", "password"),
+        (
+            f"curl -H 'Cookie: sessionid={token}; theme=dark' https://app.example.com",
+            token,
+            "curl -H 'Cookie: ",
+            "cookie",
+        ),
     ]
 
 
@@ -314,6 +323,15 @@ ORDINARY_TEXT = [
     "tokenizer: cl100k_base",
     "passthrough=true",
     "Bearer tokens expire after an hour.",
+    "Authorization: Bearer YOUR_API_KEY",
+    'password = input("Password: ")',
+    "const password = await bcrypt.hash(plain, 10);",
+    "docker run --rm -u 1000:1000 -v $PWD:/src image",
+    "docker run -u www-data:www-data nginx",
+    "mysql -u root -p shop",
+    "mkdir -p build/out && psql -p5432 -h db",
+    "cookie: chocolate chip",
+    "git push -u origin main",
 ]
 
 
