@@ -4,8 +4,10 @@ Each secret is replaced by a marker naming its kind, e.g. ``[REDACTED:openai_key
 knows something was there. Only the secret itself is replaced: the label of a
 ``password=...`` assignment, the user and host of a ``scheme://user:pass@host`` URL and the
 ``Bearer`` scheme of an ``Authorization`` header are kept. Rules run in a fixed order, most
-specific first, and text that is already a marker is never matched again, so redaction is
-idempotent. Patterns are compiled once at import; matching uses the stdlib ``re`` module only.
+specific first; a marker is never matched again, and passes repeat until nothing new is found,
+so redacting twice gives the same text as redacting once. Patterns are compiled once at import,
+use the stdlib ``re`` module only, and are written to scan in linear time (no nested unbounded
+repeats), so a multi-megabyte tool output cannot stall an export.
 """
 
 from __future__ import annotations
