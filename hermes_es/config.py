@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import msgspec
-import yaml
 
 from hermes_es.errors import ConfigError
 from hermes_es.home import config_path
@@ -128,6 +127,8 @@ def _read_yaml(path: Path) -> Any:
         raise ConfigError(f"{path}: not valid UTF-8 ({exc.reason})", subject=str(path)) from exc
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read ({exc.strerror})", subject=str(path)) from exc
+    import yaml  # only when a config file exists: a missing config costs no YAML import
+
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -3,6 +3,10 @@
 Interactive on a TTY; one message with ``-q``; one-shot runs (``--oneshot``, ``-Q``, ``-z``, or
 ``-q`` when stdio is not a TTY) are recorded with source ``oneshot`` unless ``--source`` says
 otherwise. The heavy imports (engine, responders) happen only here, inside functions.
+
+An interactive resume reaches its first prompt on the read side alone (click, apsw, rich for the
+recap): the write side is opened, ``SessionResumed`` recorded and the chat built on a thread
+started just before the prompt and joined before the first turn, command or exit.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import contextlib
 import os
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +26,8 @@ from hermes_es.cli.root import chat_options
 from hermes_es.errors import HermesError, UsageError, ValidationError
 
 if TYPE_CHECKING:
+    import apsw
+
     from hermes_es.commands.chat import Chat
     from hermes_es.commands.engine import SessionEngine
     from hermes_es.config import HermesConfig
@@ -81,12 +88,50 @@ class LazyResponder:
         return self.real().summarize(messages)
 
 
+class Deferred:
+    """Work a resume defers past its first prompt: run on a thread started before the prompt
+    and joined before the first turn, command or exit. An error on the thread is raised again
+    at the join. The thread is not a daemon, so a process that exits right after the prompt
+    still waits for it (the resume is recorded either way)."""
+
+    def __init__(self, work: Callable[[], None]) -> None:
+        self._work = work
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def _run(self) -> None:
+        try:
+            self._work()
+        except BaseException as exc:  # handed to the joining thread
+            self._error = exc
+
+    def start(self) -> None:
+        """Start the thread (once)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="hermes-resume")
+            self._thread.start()
+
+    def join(self) -> None:
+        """Wait for the work (running it here when it never started); re-raise its error."""
+        if self._thread is None:
+            self._run()
+        else:
+            self._thread.join()
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+
 class ChatApp:
-    """Everything one ``hermes`` chat run holds: store, config, responder, the current chat."""
+    """Everything one ``hermes`` chat run holds: store, config, responder, the current chat.
+
+    The write side (engine, hence eventsourcing) is opened on first use. An interactive resume
+    reads what it shows from the read side and defers ``record_resume`` and building the chat to
+    a ``Deferred``; ``engine`` and ``chat`` wait for it (``settle``) before they are used.
+    """
 
     def __init__(self, hermes: Hermes, *, source: str, model: str | None) -> None:
         from hermes_es.prompts.tools import tools_for_toolsets
-        from hermes_es.terminal import stdin_tty_name, terminal_key
 
         self.hermes = hermes
         loaded = hermes.config()
@@ -94,13 +139,72 @@ class ChatApp:
         self.raw_config = loaded.raw
         self.source = source
         self.model_override = model
-        self.engine: SessionEngine = hermes.engine()
         self.responder = LazyResponder(loaded.raw)
         self.tools = tools_for_toolsets(self.config.toolsets)
-        self.terminal = terminal_key(os.environ, stdin_tty_name())
-        self.chat: Chat | None = None
         self.read_only = False
+        self._terminal: str | None = None
+        self._chat: Chat | None = None
+        self._session_id = ""
+        self._deferred: Deferred | None = None
+        self._reader: apsw.Connection | None = None
         self._holder = contextlib.ExitStack()
+
+    # -- handles -----------------------------------------------------------------------------
+
+    @property
+    def engine(self) -> SessionEngine:
+        """The write side (after any deferred resume work has finished)."""
+        self.settle()
+        return self.hermes.engine()
+
+    @property
+    def chat(self) -> Chat | None:
+        """The current chat (after any deferred resume work has finished)."""
+        self.settle()
+        return self._chat
+
+    @property
+    def session_id(self) -> str:
+        """The current session id, known before a deferred resume has finished."""
+        chat = self._chat
+        return chat.session_id if chat is not None else self._session_id
+
+    @property
+    def terminal(self) -> str | None:
+        """This terminal's breadcrumb key (computed on first use)."""
+        if self._terminal is None:
+            from hermes_es.terminal import stdin_tty_name, terminal_key
+
+            self._terminal = terminal_key(os.environ, stdin_tty_name()) or ""
+        return self._terminal or None
+
+    def reader(self) -> apsw.Connection:
+        """A light read connection (no eventsourcing); the write side's while state.db is new."""
+        if self._reader is None:
+            if not self.hermes.db_path.exists():
+                return self.engine.store.connection()
+            from hermes_es.store.db import open_db
+
+            self._reader = open_db(self.hermes.db_path)
+        return self._reader
+
+    def start_deferred(self) -> None:
+        """Start deferred resume work on its thread (call just before the first prompt)."""
+        if self._deferred is not None:
+            self._deferred.start()
+
+    def settle(self) -> None:
+        """Wait for deferred resume work; its error is raised here (once)."""
+        deferred, self._deferred = self._deferred, None
+        if deferred is not None:
+            deferred.join()
+
+    def preload(self) -> None:
+        """Read the context window while the user types (the deferred work starts it itself)."""
+        if self._deferred is not None:
+            self._deferred.start()
+        elif self._chat is not None:
+            self._chat.start_preload()
 
     # -- sessions ----------------------------------------------------------------------------
 
@@ -118,14 +222,20 @@ class ChatApp:
         if self.terminal:
             write_breadcrumb(self.hermes.dir, self.terminal, session_id)
 
-    def _open(self, session_id: str, *, model: str = "", reasoning: str | None = None) -> Chat:
+    def _build_chat(
+        self,
+        engine: SessionEngine,
+        session_id: str,
+        *,
+        model: str,
+        reasoning: str | None,
+        workspace: Path,
+    ) -> Chat:
         from hermes_es.cli.repl import notify
         from hermes_es.commands.chat import Chat
-        from hermes_es.commands.resume import VIEWER_KIND, WRITER_KIND
 
-        self._hold(session_id, VIEWER_KIND if self.read_only else WRITER_KIND)
-        self.chat = Chat(
-            self.engine,
+        chat = Chat(
+            engine,
             session_id,
             responder=self.responder,
             config=self.config,
@@ -133,19 +243,23 @@ class ChatApp:
             tools=self.tools,
             model=model,
             reasoning=reasoning,
-            workspace=Path.cwd(),
+            workspace=workspace,
             notify=notify,
         )
+        self._chat = chat
+        self._session_id = session_id
         if not self.read_only:
             self._crumb(session_id)
-        return self.chat
+        return chat
 
     def new_session(self, title: str = "") -> Chat:
         """Start a fresh session (``/new [NAME]``) in the current directory."""
+        from hermes_es.commands.resume import WRITER_KIND
         from hermes_es.config import config_fingerprint
 
         model = self.model_override or self.config.model.name
-        sid = self.engine.start_session(
+        engine = self.engine
+        sid = engine.start_session(
             self.source,
             title=title.strip(),
             profile=self.hermes.profile or "default",
@@ -159,7 +273,8 @@ class ChatApp:
             cwd=os.getcwd(),
         )
         self.read_only = False
-        return self._open(sid, model=model)
+        self._hold(sid, WRITER_KIND)
+        return self._build_chat(engine, sid, model=model, reasoning=None, workspace=Path.cwd())
 
     def resume_session(
         self,
@@ -169,11 +284,22 @@ class ChatApp:
         interactive: bool,
         restore: bool,
         pin_dir: str | None,
-    ) -> Chat:
-        """Resume ``session_id``: settle a live-chat conflict, pick up config, restore the cwd."""
-        from hermes_es.commands.chat import fork_session
-        from hermes_es.commands.resume import live_writers, record_resume, restore_cwd
+        defer: bool = False,
+    ) -> None:
+        """Resume ``session_id``: settle a live-chat conflict, pick up config, restore the cwd.
 
+        With ``defer`` the resume is recorded (and the chat built) by ``Deferred`` work that
+        ``start_deferred`` runs on a thread; ``chat``/``engine``/``settle`` wait for it.
+        """
+        from hermes_es.commands.resume import (
+            VIEWER_KIND,
+            WRITER_KIND,
+            live_writers,
+            recorded_cwd,
+            restore_cwd,
+        )
+
+        self.settle()
         holders = live_writers(self.hermes.db_path, session_id)
         choice = conflict or ""
         if holders and not choice:
@@ -189,22 +315,59 @@ class ChatApp:
             raise HermesError("resume cancelled", subject=session_id)
         self.read_only = choice == "read-only"
         if choice == "fork":
+            from hermes_es.commands.chat import fork_session
+
             session_id = fork_session(self.engine, session_id, source=self.source)
             err(f"↪ forked a branch: {session_id}")
+        pin_here = os.getcwd() if pin_dir is not None and not self.read_only else None
         model = reasoning = None
-        if not self.read_only:
-            resumed = record_resume(self.engine, session_id, self.config)
-            model, reasoning = resumed.model, resumed.reasoning
-            if pin_dir is not None:
-                here = os.getcwd()
-                if resumed.cwd != here:
-                    self.engine.change_workspace(session_id, here)
-                err(f"↪ workspace pinned to {here}")
-            elif restore:
-                _, message = restore_cwd(resumed.cwd)
-                if message:
-                    err(message)
-        return self._open(session_id, model=self.model_override or model or "", reasoning=reasoning)
+        if not defer:
+            model, reasoning = self._record(session_id, pin_here)
+        if pin_here is not None:
+            err(f"↪ workspace pinned to {pin_here}")
+        elif restore and not self.read_only:
+            _, message = restore_cwd(recorded_cwd(self.reader(), session_id))
+            if message:
+                err(message)
+        self._hold(session_id, VIEWER_KIND if self.read_only else WRITER_KIND)
+        workspace = Path.cwd()
+        if not defer:
+            self._build_chat(
+                self.hermes.engine(),
+                session_id,
+                model=self.model_override or model or "",
+                reasoning=reasoning,
+                workspace=workspace,
+            )
+            return
+
+        def work() -> None:
+            model, reasoning = self._record(session_id, pin_here)
+            chat = self._build_chat(
+                self.hermes.engine(),
+                session_id,
+                model=self.model_override or model or "",
+                reasoning=reasoning,
+                workspace=workspace,
+            )
+            chat.start_preload()
+
+        self._chat = None
+        self._session_id = session_id
+        self._deferred = Deferred(work)
+
+    def _record(self, session_id: str, pin_here: str | None) -> tuple[str | None, str | None]:
+        """Record the resume (unless read-only) and pin the workspace; returns (model,
+        reasoning). Runs on the deferred thread for an interactive resume."""
+        from hermes_es.commands.resume import record_resume
+
+        if self.read_only:
+            return None, None
+        engine = self.hermes.engine()
+        resumed = record_resume(engine, session_id, self.config)
+        if pin_here is not None and resumed.cwd != pin_here:
+            engine.change_workspace(session_id, pin_here)
+        return resumed.model, resumed.reasoning
 
     def _ask_conflict(self, session_id: str, holders: list[str]) -> str:
         """Ask what to do about a session another live chat holds."""
@@ -218,8 +381,14 @@ class ChatApp:
         return {"r": "read-only", "f": "fork", "t": "take-over", "q": "quit"}[answer]
 
     def close(self) -> None:
-        """Release the live-chat registration."""
-        self._holder.close()
+        """Wait for deferred resume work, then release the live-chat registration."""
+        try:
+            self.settle()
+        finally:
+            self._holder.close()
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
 
 
 def _conflict_choice(options: dict[str, Any]) -> str | None:
@@ -277,12 +446,14 @@ def run_from_options(ctx: click.Context, options: dict[str, Any]) -> None:
             ) from exc
     app = ChatApp(hermes, source=source, model=options.get("model"))
     try:
-        chat = _open_chat(app, options, resume_ref, title, interactive, in_dir)
+        _open_chat(app, options, resume_ref, title, interactive, in_dir)
         if interactive:
             from hermes_es.cli.repl import run_repl
 
             run_repl(app, recap=_resuming(options, resume_ref))
             return
+        chat = app.chat
+        assert chat is not None
         if text is None:
             err(resume_hint(chat.session_id))
             return
@@ -309,28 +480,31 @@ def _open_chat(
     title: str,
     interactive: bool,
     in_dir: str | None,
-) -> Chat:
-    """Start a new session or resume the one the options name."""
+) -> None:
+    """Start a new session or resume the one the options name (deferred when interactive)."""
     from hermes_es.commands.resume import pick_session
 
     continue_name = options.get("continue_")
     if continue_name is None and resume_ref is None:
-        return app.new_session(title)
+        app.new_session(title)
+        return
     picked = pick_session(
-        app.engine.store.connection(),
+        app.reader(),
         continue_name=continue_name,
         resume_ref=resume_ref,
         in_dir=os.getcwd() if in_dir is not None else None,
         breadcrumb_home=app.hermes.dir,
-        terminal=app.terminal,
+        # only a bare -c reads the breadcrumb: skip computing the terminal key otherwise
+        terminal=app.terminal if continue_name is not None else None,
         terminal_continue=app.config.session.terminal_continue,
     )
-    return app.resume_session(
+    app.resume_session(
         picked.session_id,
         conflict=_conflict_choice(options),
         interactive=interactive,
         restore=not options.get("no_restore_cwd") and in_dir is None,
         pin_dir=in_dir,
+        defer=interactive,
     )
 
 

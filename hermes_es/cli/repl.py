@@ -1,4 +1,9 @@
-"""The interactive chat loop and its slash commands, with the resume recap panel."""
+"""The interactive chat loop and its slash commands, with the resume recap panel.
+
+The recap is read on the read side and drawn with only rich's console, panel and text modules
+(its title is a ``Text``, so no markup or emoji tables are loaded), so a resume shows it before
+the write side is opened.
+"""
 
 from __future__ import annotations
 
@@ -59,18 +64,17 @@ def render_recap(recap: Recap, *, minimal: bool) -> None:
             body.append(f" {line.tools_label}" if line.text else line.tools_label, style="dim")
     if not recap.lines:
         body.append("(no messages yet)", style="dim")
-    header = f"Recap of {recap.session_id}{title} · last {recap.exchanges} exchanges"
+    header = Text(f"Recap of {recap.session_id}{title} · last {recap.exchanges} exchanges")
     Console(highlight=False, soft_wrap=False).print(
         Panel(body, title=header, title_align="left", border_style="blue")
     )
 
 
 def show_recap(app: ChatApp) -> None:
-    """Draw the current session's recap."""
+    """Draw the current session's recap (read side only: a deferred resume may be running)."""
     from hermes_es.queries.recap import session_recap
 
-    assert app.chat is not None
-    recap = session_recap(app.engine.store.connection(), app.chat.session_id)
+    recap = session_recap(app.reader(), app.session_id)
     render_recap(recap, minimal=app.config.display.resume_display == "minimal")
 
 
@@ -206,19 +210,24 @@ def _say(app: ChatApp, text: str) -> None:
 
 
 def run_repl(app: ChatApp, *, recap: bool) -> None:
-    """Read messages and slash commands until ``/exit`` or end of input."""
-    assert app.chat is not None
+    """Read messages and slash commands until ``/exit`` or end of input.
+
+    A deferred resume starts on its thread just before the first prompt and is joined right
+    after the first input line (or end of input), outside the per-command error handling: a
+    resume that failed ends the run with its error, as it did before the prompt was drawn.
+    """
     if recap:
         show_recap(app)
     mode = " (read-only)" if app.read_only else ""
-    click.echo(f"Session {app.chat.session_id}{mode}. /help for commands, /exit to leave.")
+    click.echo(f"Session {app.session_id}{mode}. /help for commands, /exit to leave.")
     while True:
-        app.chat.start_preload()
+        app.preload()
         try:
             line = input(PROMPT)
         except (EOFError, KeyboardInterrupt):
             click.echo()
             break
+        app.settle()
         text = line.strip()
         if not text:
             continue
@@ -239,6 +248,7 @@ def run_repl(app: ChatApp, *, recap: bool) -> None:
         except HermesError as exc:
             click.echo(f"Error: {exc.message}", err=True)
     chat = app.chat
+    assert chat is not None
     if not app.read_only:
         with contextlib.suppress(HermesError):
             app.engine.end_session(chat.session_id, "user_exit")

@@ -22,20 +22,21 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from hermes_es.commands.engine import SessionEngine
-from hermes_es.config import HermesConfig
 from hermes_es.errors import (
     ConflictError,
     InvariantError,
     SessionNotFoundError,
     ValidationError,
 )
-from hermes_es.media import describe_attachment, find_paths_in_message, render_attachment_text
-from hermes_es.queries.transcript import TranscriptMessage, messages_of
 
 if TYPE_CHECKING:
-    # Imported lazily at run time: the responders package pulls in the HTTP client, which a
-    # resume does not need before its first prompt.
+    # Imported lazily at run time: the responders package pulls in the HTTP client and the
+    # engine pulls in eventsourcing, neither of which a resume needs before its first prompt.
+    import apsw
+
+    from hermes_es.commands.engine import SessionEngine
+    from hermes_es.config import HermesConfig
+    from hermes_es.queries.transcript import TranscriptMessage
     from hermes_es.responders.base import ChatMessage, Responder, TurnResult
 
 CLI_HISTORY_SOURCES = ("cli", "tui", "oneshot")
@@ -102,6 +103,13 @@ def stored_to_dict(message: TranscriptMessage) -> dict[str, Any]:
         "media": message.media,
         "finish_reason": message.finish_reason,
     }
+
+
+def context_window(conn: apsw.Connection, session_id: str) -> list[dict[str, Any]]:
+    """The session's context window as appendable message mappings."""
+    from hermes_es.queries.transcript import messages_of
+
+    return [stored_to_dict(m) for m in messages_of(conn, session_id, scope="context")]
 
 
 def dict_to_chat(message: dict[str, Any]) -> ChatMessage:
@@ -228,9 +236,7 @@ class Chat:
 
             conn = connect(db_path)
             try:
-                self._preloaded = [
-                    stored_to_dict(m) for m in messages_of(conn, sid, scope="context")
-                ]
+                self._preloaded = context_window(conn, sid)
             finally:
                 conn.close()
 
@@ -249,19 +255,13 @@ class Chat:
         """The in-memory transcript: the context window as this chat last saw it."""
         self._join_preload()
         if self._memory is None:
-            conn = self.engine.store.connection()
-            self._memory = [
-                stored_to_dict(m) for m in messages_of(conn, self.session_id, scope="context")
-            ]
+            self._memory = context_window(self.engine.store.connection(), self.session_id)
         return self._memory
 
     def reload(self) -> None:
         """Reload the in-memory window from the store (after another writer, rewind, compact)."""
         self._join_preload()
-        conn = self.engine.store.connection()
-        self._memory = [
-            stored_to_dict(m) for m in messages_of(conn, self.session_id, scope="context")
-        ]
+        self._memory = context_window(self.engine.store.connection(), self.session_id)
         state = self.engine.get(self.session_id)
         self.version = state.version
         self._meta = state
@@ -383,6 +383,12 @@ class Chat:
 
     def _media_for(self, text: str) -> tuple[list[dict[str, Any]], list[str]]:
         """Inspect each attachment once: media entries holding only the derived text."""
+        from hermes_es.media import (
+            describe_attachment,
+            find_paths_in_message,
+            render_attachment_text,
+        )
+
         cwd = Path.cwd()
         paths = [*self.pending_attachments, *find_paths_in_message(text, cwd)]
         self.pending_attachments = []
@@ -466,6 +472,8 @@ class Chat:
 
     def compress(self, *, mode: str | None = None, keep_last: int | None = None) -> CompressOutcome:
         """Compact older turns into a summary, in place or by splitting into a child session."""
+        from hermes_es.queries.transcript import messages_of
+
         mode = mode or self.config.sessions.compress_mode
         keep = self.config.sessions.compress_keep_last if keep_last is None else keep_last
         self._current_version()
@@ -506,7 +514,7 @@ def fork_session(engine: SessionEngine, session_id: str, *, source: str = "cli")
     """Fork a branch of ``session_id``: a new session holding a copy of its context window."""
     state = engine.get(session_id)
     conn = engine.store.connection()
-    window = paired([stored_to_dict(m) for m in messages_of(conn, session_id, scope="context")])
+    window = paired(context_window(conn, session_id))
     child = engine.start_session(
         source,
         profile=state.profile,

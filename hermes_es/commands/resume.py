@@ -11,6 +11,9 @@ Resolution rules (the spec's "Resuming Conversations from the CLI"):
 
 A resume picks up the profile's current config (recorded as ``SessionResumed``) but keeps the
 session's model, launch flags and any ``/reasoning`` or workspace change.
+
+Picking a session and reading its recorded directory use the read side only (no eventsourcing),
+so a resume can reach its first prompt while ``record_resume`` runs on a background thread.
 """
 
 from __future__ import annotations
@@ -18,19 +21,20 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apsw
 import msgspec
 
-from hermes_es import events as ev
 from hermes_es.commands.chat import CLI_HISTORY_SOURCES
-from hermes_es.commands.engine import SessionEngine
 from hermes_es.config import HermesConfig, changed_pickup_keys, config_fingerprint
 from hermes_es.errors import SessionNotFoundError
 from hermes_es.queries.resolve import LIST_HINT, chain_tip, latest_session, resolve_session
-from hermes_es.terminal import read_breadcrumb
 from hermes_es.workspace import workspace_key
+
+if TYPE_CHECKING:
+    from hermes_es import events as ev
+    from hermes_es.commands.engine import SessionEngine
 
 BARE = ""
 """The value of ``-c`` given without a name."""
@@ -70,6 +74,8 @@ def pick_session(
             )
         return Picked(session_id=chain_tip(conn, found), how="workspace")
     if continue_name is not None and terminal_continue and terminal and breadcrumb_home:
+        from hermes_es.terminal import read_breadcrumb
+
         crumb = read_breadcrumb(breadcrumb_home, terminal, now=now)
         if crumb and _exists(conn, crumb):
             return Picked(session_id=chain_tip(conn, crumb), how="breadcrumb")
@@ -83,11 +89,19 @@ def _exists(conn: apsw.Connection, session_id: str) -> bool:
     return bool(conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchall())
 
 
+def recorded_cwd(conn: apsw.Connection, session_id: str) -> str:
+    """The session's recorded working directory, read from the projection ("" when unknown)."""
+    rows = conn.execute("SELECT cwd FROM sessions WHERE id = ?", (session_id,)).fetchall()
+    return str(rows[0][0] or "") if rows else ""
+
+
 # --- what the session keeps ------------------------------------------------------------------
 
 
 def started_event(conn: apsw.Connection, session_id: str) -> ev.SessionStarted | None:
     """The session's ``SessionStarted`` event (model config and launch flags live there)."""
+    from hermes_es import events as ev
+
     rows = conn.execute(
         "SELECT topic, state FROM events WHERE originator_id = ? ORDER BY originator_version"
         " LIMIT 1",
@@ -101,6 +115,8 @@ def started_event(conn: apsw.Connection, session_id: str) -> ev.SessionStarted |
 
 def last_pickup(conn: apsw.Connection, session_id: str) -> dict[str, Any]:
     """The config fingerprint the session last ran with (last resume, else its start)."""
+    from hermes_es import events as ev
+
     rows = conn.execute(
         "SELECT state FROM events WHERE originator_id = ? AND topic = ?"
         " ORDER BY originator_version DESC LIMIT 1",
