@@ -21,6 +21,7 @@ from hermes_es.commands.delete import _remove as remove_stream
 from hermes_es.commands.optimize import merge_fts
 from hermes_es.commands.unit_of_work import Batch, Store
 from hermes_es.errors import ValidationError
+from hermes_es.projections.purge import indexed_messages, prefer_optimize, purging
 from hermes_es.queries.units import Unit
 
 DAY = 86400.0
@@ -205,21 +206,25 @@ def execute_prune(
     batch_size: int = 500,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[Deleted]:
-    """Delete the planned conversations, whole units per transaction, then scrub the WAL once.
+    """Delete the planned conversations in one transaction, then scrub the WAL once.
 
-    A big prune first merges the FTS segments: secure-delete rewrites every segment holding a
-    deleted token, so on a fragmented index it costs ~10x more per message.
-    Each unit is re-checked inside its transaction; one that was reopened or pinned since the
+    The full-text purge strategy is chosen for the whole prune (``projections.purge``): many
+    deleted messages are cheapest as delete markers plus one index ``optimize``; a few are
+    cheapest as FTS5 secure-deletes, after merging a fragmented index first.
+    Each unit is re-checked inside the transaction; one that was reopened or pinned since the
     plan was made is skipped (appended to ``plan.kept``).
     """
     done: list[Deleted] = []
     total = plan.sessions
     removed = 0
-    if total >= MERGE_FIRST:
+    with store.transaction() as batch:
+        deleted = sum(batch.load(sid).message_count for u in plan.selected for sid in u.ids)
+        optimize = prefer_optimize(deleted, indexed_messages(batch.conn))
+    if total >= MERGE_FIRST and not optimize:
         merge_fts(store.connection())
-    for chunk in _chunks(plan.selected, batch_size):
-        with store.transaction() as batch:
-            gone: set[str] = set()
+    with store.transaction() as batch, purging(batch.conn, optimize=optimize):
+        gone: set[str] = set()
+        for chunk in _chunks(plan.selected, batch_size):
             for unit in chunk:
                 if not _still_prunable(batch, unit):
                     plan.kept.append(Kept(tip_id=unit.tip.id, reason="changed during prune"))
@@ -231,9 +236,9 @@ def execute_prune(
                         if target not in gone:
                             done.append(remove_stream(batch, store, target, "prune", actor))
                             gone.add(target)
-        removed += sum(len(u.members) + len(u.delegates) for u in chunk)
-        if progress is not None:
-            progress(min(removed, total), total)
+            removed += sum(len(u.members) + len(u.delegates) for u in chunk)
+            if progress is not None:
+                progress(min(removed, total), total)
     if done:
         scrub_wal(store)
     return done
