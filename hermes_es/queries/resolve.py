@@ -59,7 +59,10 @@ def chain_tip(conn: apsw.Connection, session_id: str) -> str:
         ).fetchall()
         if not rows or not rows[0][0] or rows[0][0] in seen:
             return current
-        current = str(rows[0][0])
+        following = str(rows[0][0])
+        if not conn.execute("SELECT 1 FROM sessions WHERE id = ?", (following,)).fetchall():
+            return current  # the continuation was deleted: this segment is the live end
+        current = following
         seen.add(current)
 
 

@@ -98,3 +98,19 @@ def test_stats_counts(engine: SessionEngine, tmp_path: Path) -> None:
     stats = store_stats(engine.store.connection(), tmp_path / "state.db")
     assert (stats.sessions, stats.messages, stats.db_bytes > 0) == (3, 3, True)
     assert [(s.source, s.sessions) for s in stats.by_source] == [("cli", 2), ("tool", 1)]
+
+
+def test_chain_tip_stops_before_a_deleted_continuation(tmp_path: Path) -> None:
+    """chain_tip never returns a session id whose continuation child was deleted."""
+    from hermes_es.commands.delete import delete_session
+    from hermes_es.commands.engine import SessionEngine
+    from hermes_es.queries.resolve import chain_tip
+
+    with SessionEngine.open(tmp_path) as engine:
+        root = engine.start_session("cli", cwd=str(tmp_path))
+        engine.append_message(root, "user", "hello")
+        child = engine.continue_session(root, [{"role": "system", "content": "summary"}])
+        conn = engine.store.connection()
+        assert chain_tip(conn, root) == child
+        delete_session(engine.store, child)
+        assert chain_tip(conn, root) == root
