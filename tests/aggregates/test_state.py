@@ -214,8 +214,9 @@ def test_curation_flags_fold() -> None:
     ):
         apply(state, event, version)
     assert (state.title, state.title_kind, state.archived) == ("", "", "")
-    assert not (state.pinned or state.hidden or state.ended)
-    assert state.end_reason == "" and state.last_active == 50.0 and state.refresh_pending
+    flags = (state.pinned, state.hidden, state.ended, state.refresh_pending)
+    assert flags == (False, False, False, True)
+    assert (state.end_reason, state.last_active) == ("", 50.0)
     apply(state, ev.StoredPromptCleared(at=1.0), 20)
     assert (state.prompt_hash, state.prompt_version) == ("", 20)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
@@ -31,7 +32,7 @@ def assert_verified(db: Path) -> None:
     assert bad == []
 
 
-TOOL_TURN = [
+TOOL_TURN: list[dict[str, Any]] = [
     {
         "role": "assistant",
         "content": "",
