@@ -1,8 +1,8 @@
-"""``make demo``: record a few conversations in a throw-away HERMES_HOME and show what was stored.
+"""``make demo``: drive the real ``hermes`` program in a throw-away HERMES_HOME and show the store.
 
 Everything runs offline: the built-in deterministic responder answers, and the store is a real
 ``state.db`` (WAL, FTS5) under a temporary directory that is removed afterwards unless
-``--keep`` is given.
+``--keep`` is given. Every step is a real subprocess, exactly as a person would type it.
 """
 
 from __future__ import annotations
@@ -16,20 +16,44 @@ from pathlib import Path
 
 import click
 
+TITLE = "payments refactor"
 
-def _hermes(home: Path, *args: str, stdin: str | None = None) -> str:
-    env = dict(os.environ, HERMES_HOME=str(home), HERMES_RESPONDER="offline", COLUMNS="110")
-    proc = subprocess.run(
-        [sys.executable, "-c", "from hermes_es.cli import main; main()", *args],
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise click.ClickException(f"hermes {' '.join(args)} failed:\n{proc.stderr}")
-    return proc.stdout
+
+class Demo:
+    """Runs ``hermes`` commands against one temporary home and echoes them."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.env = dict(
+            os.environ, HERMES_HOME=str(home), HERMES_RESPONDER="offline", COLUMNS="120"
+        )
+        self.env.pop("TMUX_PANE", None)
+
+    def run(self, *args: str, show: bool = True, expect: int = 0) -> str:
+        """Run ``hermes ARGS``; print the command and its output."""
+        proc = subprocess.run(
+            [sys.executable, "-c", "from hermes_es.cli import main; main()", *args],
+            env=self.env,
+            cwd=self.home,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if show:
+            click.secho("$ hermes " + " ".join(_quote(a) for a in args), fg="green")
+            out = (proc.stdout + proc.stderr).rstrip()
+            if out:
+                click.echo(out)
+        if proc.returncode != expect:
+            raise click.ClickException(
+                f"hermes {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}"
+            )
+        return proc.stdout
+
+
+def _quote(arg: str) -> str:
+    return f'"{arg}"' if (" " in arg or not arg) else arg
 
 
 def _step(title: str) -> None:
@@ -40,60 +64,44 @@ def _step(title: str) -> None:
 @click.option("--keep", is_flag=True, help="Keep the temporary HERMES_HOME and print its path.")
 def main(keep: bool) -> None:
     """Run the demo."""
-    from hermes_es import SessionEngine
-    from hermes_es.responders.base import ChatMessage
-    from hermes_es.responders.offline import OfflineResponder
-
     home = Path(tempfile.mkdtemp(prefix="hermes-demo-"))
+    demo = Demo(home)
     try:
-        click.secho(f"HERMES_HOME={home} (offline responder)", bold=True)
-        responder = OfflineResponder()
-        _step("record a conversation: every turn is one atomic append of events")
-        with SessionEngine.open(home, actor="demo") as engine:
-            sid = engine.start_session(
-                "cli", title="payments refactor", system_prompt="You are Hermes.", cwd=str(home)
-            )
-            for text in (
-                "Let's refactor the chat-send handler for release P2.2",
-                "/tool word_count how many words are in this sentence",
-                "Mail ops@example.com the plan, and note 支付重构 for the Tokyo team",
-            ):
-                history = [ChatMessage(role="user", content=text)]
-                result = responder.respond("You are Hermes.", history, model="hermes-offline")
-                turn = [{"role": "user", "content": text}]
-                for m in result.messages:
-                    turn.append(
-                        {
-                            "role": m.role,
-                            "content": m.content,
-                            "tool_calls": [
-                                {"id": c.id, "name": c.name, "arguments": c.arguments}
-                                for c in m.tool_calls
-                            ],
-                            "tool_call_id": m.tool_call_id,
-                            "tool_name": m.name if m.role == "tool" else None,
-                        }
-                    )
-                seqs = engine.append_turn(sid, turn)
-                click.echo(f"  turn of {len(seqs)} messages stored as seq {seqs[0]}..{seqs[-1]}")
-            for query in ("chat-send", "P2.2", "ops@example.com", "支付"):
-                hits = engine.search(query)
-                click.echo(f"  search {query!r}: {len(hits)} hit(s)")
-            engine.rewind_turns(sid, 1)
-            hits = engine.search("支付")
-            click.echo(f"  rewound the last turn (rows kept, inactive; search '支付' now: {len(hits)})")
-            child = engine.continue_session(
-                sid, [{"role": "system", "content": responder.summarize([])}]
-            )
-            click.echo(f"  compression split → continuation {child} ('payments refactor #2')")
-            other = engine.start_session("oneshot", cwd=str(home))
-            engine.append_message(other, "user", "one-shot question about invoices")
-        _step("audit replay: hermes sessions history 'payments refactor'")
-        click.echo(_hermes(home, "sessions", "history", sid).rstrip())
-        _step("transcript as it stood at version 3: hermes sessions show ID --as-of 3")
-        click.echo(_hermes(home, "sessions", "show", sid, "--as-of", "3").rstrip())
-        _step("projections rebuilt from the log match the live ones: hermes sessions verify")
-        click.echo(_hermes(home, "sessions", "verify", "--quiet").rstrip())
+        click.secho(f"HERMES_HOME={home}  (offline responder, real state.db)", bold=True)
+        _step("chat: every turn is one atomic append of events")
+        demo.run("/new", TITLE, "--source", "cli", "-q", "Refactor chat-send for release P2.2")
+        demo.run("-c", TITLE, "-q", "/tool word_count how many words are in this sentence")
+        demo.run("-c", TITLE, "-q", "Mail ops@example.com the plan; note 支付重构 for Tokyo")
+        demo.run("-z", "one-shot question about invoice INV-7f3a")
+        demo.run("-c", TITLE, "-q", "/tool echo release checklist")
+
+        _step("list and search (English, identifiers, emails, CJK)")
+        demo.run("sessions", "list")
+        for query in ("chat-send", "ops@example.com", "支付"):
+            demo.run("sessions", "search", query, "--limit", "2")
+
+        _step("audit replay and the transcript as it stood at version 3")
+        demo.run("sessions", "history", TITLE)
+        demo.run("sessions", "show", TITLE, "--as-of", "3")
+
+        _step("export the displayed history, then a verified delete of the one-shot run")
+        demo.run("sessions", "export", str(home / "md"), "--format", "md", "--session-id", TITLE)
+        click.echo((home / "md" / "manifest.jsonl").read_text().rstrip())
+        oneshot = demo.run("sessions", "list", "--source", "oneshot", "--json", show=False)
+        import json
+
+        oneshot_id = json.loads(oneshot)[0]["id"]
+        demo.run(
+            "sessions", "export", str(home / "backup"), "--session-id", oneshot_id,
+            "--delete-after-verified", "--yes",
+        )  # fmt: skip
+        demo.run("sessions", "history", oneshot_id)
+        traces = [f.name for f in home.glob("state.db*") if b"INV-7f3a" in f.read_bytes()]
+        click.echo(f"bytes of 'INV-7f3a' left in state.db and its WAL: {traces or 'none'}")
+
+        _step("projections rebuilt from the log match the live ones; the store is healthy")
+        demo.run("sessions", "verify", "--quiet")
+        demo.run("doctor")
         db = home / "state.db"
         click.secho(f"\nstate.db: {db.stat().st_size:,} bytes", bold=True)
     finally:
