@@ -13,7 +13,7 @@ from eventsourcing.persistence import (
     ProcessRecorder,
     TrackingRecorder,
 )
-from eventsourcing.utils import Environment, EnvType
+from eventsourcing.utils import Environment, EnvType, resolve_topic
 
 from hermes_es.store.recorder import (
     ApswAggregateRecorder,
@@ -47,8 +47,12 @@ class ApswFactory(InfrastructureFactory[TrackingRecorder]):
     def tracking_recorder(
         self, tracking_recorder_class: type[TrackingRecorder] | None = None
     ) -> TrackingRecorder:
-        """The recorder of reader positions."""
-        return ApswTrackingRecorder(self.datastore)
+        """The recorder of reader positions (a subclass when named by argument or topic)."""
+        if tracking_recorder_class is None:
+            topic = self.env.get(self.TRACKING_RECORDER_TOPIC)
+            tracking_recorder_class = resolve_topic(topic) if topic else ApswTrackingRecorder
+        recorder: TrackingRecorder = tracking_recorder_class(self.datastore)  # type: ignore[call-arg]
+        return recorder
 
     def process_recorder(self) -> ProcessRecorder:
         """Application and tracking recorder in one."""

@@ -6,6 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 
+import pytest
 from eventsourcing.persistence import (
     AggregateRecorder,
     ApplicationRecorder,
@@ -13,7 +14,9 @@ from eventsourcing.persistence import (
     TrackingRecorder,
 )
 from eventsourcing.tests import persistence as contract
+from eventsourcing.utils import Environment
 
+from hermes_es.store.persistence import ApswFactory
 from hermes_es.store.recorder import (
     ApswAggregateRecorder,
     ApswApplicationRecorder,
@@ -82,6 +85,64 @@ class TestApswNonInterleaving(_TmpDatastore, contract.NonInterleavingNotificatio
     def create_recorder(self) -> ApplicationRecorder:
         """An application recorder over the test's file."""
         return ApswApplicationRecorder(self.datastore)
+
+
+class _SubTrackingRecorder(ApswTrackingRecorder):
+    """A tracking recorder subclass, named by argument or by topic to the factory."""
+
+
+class TestApswFactory(contract.InfrastructureFactoryTestCase[ApswFactory]):
+    """The persistence module builds the APSW recorders and mappers from its environment."""
+
+    _dir: tempfile.TemporaryDirectory[str]
+
+    def setUp(self) -> None:
+        """An environment naming this module and a state.db in a temporary directory."""
+        self._dir = tempfile.TemporaryDirectory(prefix="hermes-factory-")
+        self.env = Environment(
+            "TestCase",
+            {
+                "PERSISTENCE_MODULE": "hermes_es.store.persistence",
+                "APSW_DBNAME": str(Path(self._dir.name) / "state.db"),
+            },
+        )
+        super().setUp()
+
+    def tearDown(self) -> None:
+        """Close the factory's connections and remove the files."""
+        super().tearDown()
+        self._dir.cleanup()
+
+    def expected_factory_class(self) -> type[ApswFactory]:
+        """The factory the module exposes."""
+        return ApswFactory
+
+    def expected_aggregate_recorder_class(self) -> type[AggregateRecorder]:
+        """Aggregate (snapshot) recorder class."""
+        return ApswAggregateRecorder
+
+    def expected_application_recorder_class(self) -> type[ApplicationRecorder]:
+        """Application recorder class."""
+        return ApswApplicationRecorder
+
+    def expected_tracking_recorder_class(self) -> type[TrackingRecorder]:
+        """Default tracking recorder class."""
+        return ApswTrackingRecorder
+
+    def tracking_recorder_subclass(self) -> type[TrackingRecorder]:
+        """A subclass the factory must honour."""
+        return _SubTrackingRecorder
+
+    def expected_process_recorder_class(self) -> type[ProcessRecorder]:
+        """Process recorder class."""
+        return ApswProcessRecorder
+
+
+def test_factory_needs_a_db_name() -> None:
+    """Without APSW_DBNAME the factory refuses to start, naming the setting."""
+    env = Environment("x", {"PERSISTENCE_MODULE": "hermes_es.store.persistence"})
+    with pytest.raises(OSError, match="APSW_DBNAME"):
+        ApswFactory(env)
 
 
 def test_tmp_files_are_removed() -> None:
