@@ -47,6 +47,8 @@ class SessionState(msgspec.Struct, kw_only=True):
     compacted_count: int = 0
     imported_count: int = 0
     open_tool_calls: list[str] = []
+    open_call_seqs: list[int] = []
+    """Per open tool call: the seq of the assistant message that made it (for rewinds)."""
     tokens_in: int = 0
     tokens_out: int = 0
     display_version: int = 0
@@ -99,8 +101,26 @@ def _remove_active(state: SessionState, seqs: Iterable[int]) -> None:
 def _track_tools(state: SessionState, message: ev.Message) -> None:
     if message.tool_calls:
         state.open_tool_calls = [*state.open_tool_calls, *(c.id for c in message.tool_calls)]
+        state.open_call_seqs = [*state.open_call_seqs, *(message.seq for _ in message.tool_calls)]
     if message.role == "tool" and message.tool_call_id in state.open_tool_calls:
-        state.open_tool_calls = [c for c in state.open_tool_calls if c != message.tool_call_id]
+        kept = [
+            (c, s)
+            for c, s in zip(state.open_tool_calls, state.open_call_seqs, strict=False)
+            if c != message.tool_call_id
+        ]
+        state.open_tool_calls = [c for c, _ in kept]
+        state.open_call_seqs = [s for _, s in kept]
+
+
+def _drop_calls_after(state: SessionState, seq: int) -> None:
+    """Forget tool calls made by messages a rewind removed (calls at or before ``seq`` stay)."""
+    kept = [
+        (c, s)
+        for c, s in zip(state.open_tool_calls, state.open_call_seqs, strict=False)
+        if s <= seq
+    ]
+    state.open_tool_calls = [c for c, _ in kept]
+    state.open_call_seqs = [s for _, s in kept]
 
 
 def _preview(state: SessionState, message: ev.Message) -> None:
@@ -152,7 +172,7 @@ def apply(state: SessionState, event: ev.Event, version: int) -> SessionState:
         state.imported_from = event.imported_from
     elif isinstance(event, ev.RewoundTo):
         _remove_active(state, event.removed)
-        state.open_tool_calls = []
+        _drop_calls_after(state, event.seq)
         state.display_version = version
         state.last_active = event.at
     elif isinstance(event, ev.CompactedInPlace):

@@ -35,11 +35,21 @@ def db_path_for(home_or_db: str | Path, profile: str | None = None) -> Path:
     return path / "state.db"
 
 
+_MESSAGE_FIELDS = frozenset(ev.Message.__struct_fields__)
+
+
 def to_draft(message: MessageLike) -> ev.Message:
     """A message draft from a Message or a plain mapping (validated by msgspec)."""
     if isinstance(message, ev.Message):
         return message
     data = dict(message)
+    unknown = sorted(set(data) - _MESSAGE_FIELDS)
+    if unknown:
+        raise ValidationError(
+            f"invalid message: unknown field(s) {', '.join(unknown)}; expected some of "
+            f"{', '.join(sorted(_MESSAGE_FIELDS - {'seq'}))}",
+            subject=unknown[0],
+        )
     data.setdefault("seq", -1)
     data.setdefault("uid", "")
     try:
@@ -93,7 +103,8 @@ class SessionEngine:
         if state.version == 0:
             if lookup.was_deleted(batch.conn, session_id):
                 raise InvariantError(
-                    f"session {session_id} was deleted; nothing can be appended to it",
+                    f"session {session_id} was deleted (its receipt: 'hermes sessions history "
+                    f"{session_id}'); it cannot be read or changed",
                     subject=session_id,
                 )
             raise SessionNotFoundError(

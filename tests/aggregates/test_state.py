@@ -161,7 +161,7 @@ def test_preview_is_first_user_text_flattened() -> None:
 
 
 def test_tool_calls_open_and_close() -> None:
-    """A tool call stays open until its result; a rewind drops open calls."""
+    """A tool call stays open until its result; a rewind drops only the calls it removed."""
     call = msg(
         0, "assistant", "x", tool_calls=[{"id": "c1", "name": "ls"}, {"id": "c2", "name": "cat"}]
     )
@@ -170,7 +170,11 @@ def test_tool_calls_open_and_close() -> None:
     apply(state, ev.MessageAppended(at=2.0, message=msg(1, "tool", "r", tool_call_id="c1")), 3)
     assert state.open_tool_calls == ["c2"]
     apply(state, ev.RewoundTo(at=3.0, seq=0, removed=[1]), 4)
-    assert state.open_tool_calls == []
+    assert state.open_tool_calls == ["c2"]  # made by message 0, which the rewind kept
+    later = msg(2, "assistant", "y", tool_calls=[{"id": "c3", "name": "ls"}])
+    apply(state, ev.MessageAppended(at=4.0, message=later), 5)
+    apply(state, ev.RewoundTo(at=5.0, seq=0, removed=[2]), 6)
+    assert state.open_tool_calls == ["c2"] and state.open_call_seqs == [0]
 
 
 def test_tokens_add_up() -> None:

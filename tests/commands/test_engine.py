@@ -345,3 +345,12 @@ def test_integer_clock_still_verifies(home: Path) -> None:
         eng.append_message(sid, "user", "hi")
         eng.continue_session(sid, [{"role": "user", "content": "summary"}])
     assert_verified(home / "state.db")
+
+
+def test_unknown_message_fields_are_refused(engine: SessionEngine) -> None:
+    """A misspelt message field (tool_call= for tool_calls=) is an error, not silently dropped."""
+    sid = engine.start_session("cli")
+    before = event_count(engine)
+    with pytest.raises(ValidationError, match="unknown field"):
+        engine.append_message(sid, "assistant", "x", tool_call=[{"id": "c", "name": "ls"}])
+    assert event_count(engine) == before

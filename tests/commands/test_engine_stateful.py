@@ -56,6 +56,7 @@ class Model(msgspec.Struct):
     active: set[int] = set()
     roles: dict[int, str] = {}
     open_calls: list[str] = []
+    call_seqs: dict[str, int] = {}
     continued: bool = False
 
 
@@ -146,6 +147,7 @@ class EngineMachine(RuleBasedStateMachine):
         else:
             self.models[sid].open_calls.append(call)
         seqs = self.engine.append_turn(sid, turn)
+        self.models[sid].call_seqs[call] = seqs[0]
         self._added(sid, seqs, [m["role"] for m in turn])
 
     @precondition(lambda self: any(m.open_calls for m in self.models.values()))
@@ -182,8 +184,8 @@ class EngineMachine(RuleBasedStateMachine):
         assert removed == [s for s in active if s > seq]
         m.active -= set(removed)
         m.display = [s for s in m.display if s not in removed]
-        if removed:
-            m.open_calls = []  # a rewind drops every pending tool call
+        # a rewind drops the pending tool calls made by the messages it removed
+        m.open_calls = [c for c in m.open_calls if m.call_seqs[c] <= seq]
 
     @rule(pick=PICK, which=PICK, text=TEXT)
     def edit(self, pick: int, which: int, text: str) -> None:
