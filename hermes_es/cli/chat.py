@@ -105,10 +105,16 @@ class Deferred:
         except BaseException as exc:  # handed to the joining thread
             self._error = exc
 
+    def _thread_main(self) -> None:
+        from hermes_es.commands.chat import block_interrupts
+
+        block_interrupts()  # Ctrl-C at the prompt must reach the main thread's input()
+        self._run()
+
     def start(self) -> None:
         """Start the thread (once)."""
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="hermes-resume")
+            self._thread = threading.Thread(target=self._thread_main, name="hermes-resume")
             self._thread.start()
 
     def join(self) -> None:
@@ -188,11 +194,6 @@ class ChatApp:
             self._reader = open_db(self.hermes.db_path)
         return self._reader
 
-    def start_deferred(self) -> None:
-        """Start deferred resume work on its thread (call just before the first prompt)."""
-        if self._deferred is not None:
-            self._deferred.start()
-
     def settle(self) -> None:
         """Wait for deferred resume work; its error is raised here (once)."""
         deferred, self._deferred = self._deferred, None
@@ -200,7 +201,8 @@ class ChatApp:
             deferred.join()
 
     def preload(self) -> None:
-        """Read the context window while the user types (the deferred work starts it itself)."""
+        """Call just before a prompt: start any deferred resume work on its thread (which then
+        preloads the context window itself), else preload the current chat's window."""
         if self._deferred is not None:
             self._deferred.start()
         elif self._chat is not None:
@@ -288,8 +290,10 @@ class ChatApp:
     ) -> None:
         """Resume ``session_id``: settle a live-chat conflict, pick up config, restore the cwd.
 
-        With ``defer`` the resume is recorded (and the chat built) by ``Deferred`` work that
-        ``start_deferred`` runs on a thread; ``chat``/``engine``/``settle`` wait for it.
+        With ``defer`` (an interactive resume) this reads only the read side; registering as a
+        live chat, recording the resume and building the chat are ``Deferred`` work that
+        ``preload`` starts on a thread just before the first prompt; ``chat``, ``engine`` and
+        ``settle`` wait for it.
         """
         from hermes_es.commands.resume import (
             VIEWER_KIND,
@@ -329,9 +333,10 @@ class ChatApp:
             _, message = restore_cwd(recorded_cwd(self.reader(), session_id))
             if message:
                 err(message)
-        self._hold(session_id, VIEWER_KIND if self.read_only else WRITER_KIND)
+        kind = VIEWER_KIND if self.read_only else WRITER_KIND
         workspace = Path.cwd()
         if not defer:
+            self._hold(session_id, kind)
             self._build_chat(
                 self.hermes.engine(),
                 session_id,
@@ -342,6 +347,7 @@ class ChatApp:
             return
 
         def work() -> None:
+            self._hold(session_id, kind)
             model, reasoning = self._record(session_id, pin_here)
             chat = self._build_chat(
                 self.hermes.engine(),

@@ -8,7 +8,6 @@ the write side is opened.
 from __future__ import annotations
 
 import contextlib
-import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -167,6 +166,8 @@ def _attach(app: ChatApp, arg: str) -> None:
     assert app.chat is not None
     if not arg:
         raise UsageError("usage: /attach PATH")
+    import shlex
+
     parts = shlex.split(arg)
     for part in parts:
         app.chat.attach(Path(part))

@@ -13,8 +13,8 @@ in-memory transcript.
 
 from __future__ import annotations
 
-import base64
 import os
+import signal
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -174,6 +174,16 @@ def paired(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def block_interrupts() -> None:
+    """Keep SIGINT off the calling worker thread (POSIX): the kernel then delivers Ctrl-C to
+    the main thread, whose blocking ``input()`` it must interrupt (a signal taken by a worker
+    thread would only be noticed after the user pressed Enter)."""
+    if threading.current_thread() is not threading.main_thread() and hasattr(
+        signal, "pthread_sigmask"
+    ):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
 def is_deleted_error(exc: Exception) -> bool:
     """True when an append failed because the session no longer exists."""
     if isinstance(exc, SessionNotFoundError):
@@ -234,6 +244,7 @@ class Chat:
         def load() -> None:
             from hermes_es.projections.catalog import connect
 
+            block_interrupts()
             conn = connect(db_path)
             try:
                 self._preloaded = context_window(conn, sid)
@@ -367,6 +378,8 @@ class Chat:
 
     def _describe_image(self, path: Path) -> str:
         """Ask a vision-capable responder for a one-time description of an image."""
+        import base64
+
         from hermes_es.responders.base import ChatMessage, text_of
 
         mime = "image/png" if path.suffix.lower() == ".png" else "image/jpeg"

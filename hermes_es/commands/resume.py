@@ -201,8 +201,18 @@ WRITER_KIND = "chat"
 VIEWER_KIND = "chat-viewer"
 
 
+_LEASES = ("holders", "*.json")
+"""Where ``commands.holders`` keeps its lease files (its HOLDERS_DIR), for the fast path."""
+
+
 def live_writers(db_path: Path, session_id: str) -> list[str]:
-    """Descriptions of other live chats writing ``session_id`` (empty when it is free)."""
+    """Descriptions of other live chats writing ``session_id`` (empty when it is free).
+
+    With no lease file at all the holders module (and its socket import) is not loaded.
+    """
+    directory, pattern = _LEASES
+    if not any((Path(db_path).parent / directory).glob(pattern)):
+        return []
     from hermes_es.commands.holders import describe, live_holders
 
     return [
