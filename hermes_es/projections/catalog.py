@@ -60,10 +60,18 @@ class ProjectionSet:
     def apply(
         self, conn: apsw.Connection, changes: Sequence[Change], states: dict[str, SessionState]
     ) -> None:
-        """Apply a batch of stored events and settle the touched sessions."""
-        for change in changes:
-            for projector in self.projectors:
-                projector.apply(conn, change)
+        """Apply a batch of stored events and settle the touched sessions.
+
+        Projectors are independent of each other, so each one takes the whole batch in turn;
+        one with an ``apply_batch`` method (bulk inserts) gets the batch in a single call.
+        """
+        for projector in self.projectors:
+            apply_batch = getattr(projector, "apply_batch", None)
+            if apply_batch is not None:
+                apply_batch(conn, changes)
+            else:
+                for change in changes:
+                    projector.apply(conn, change)
         for projector in self.projectors:
             projector.settle(conn, states)
         if changes and not self.prefix:

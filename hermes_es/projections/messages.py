@@ -8,6 +8,8 @@ it replaced, and compaction summaries sit between the archived messages and the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import apsw
 import msgspec
 
@@ -17,6 +19,9 @@ from hermes_es.aggregates.validation import content_text
 from hermes_es.projections.base import Change, message_row_id
 
 _JSON = msgspec.json.Encoder()
+
+_MESSAGE_CHANGES = (ev.MessageEdited, ev.RewoundTo, ev.CompactedInPlace, ev.HistoryImported)
+"""Events other than appends that change ``messages`` rows."""
 
 COLUMNS = (
     "id", "session_id", "seq", "ord", "uid", "role", "content", "parts", "tool_calls",
@@ -118,6 +123,30 @@ class MessagesProjector:
                     for i, (m, st) in enumerate(zip(e.messages, e.states, strict=True))
                 ],
             )
+
+    def apply_batch(self, conn: apsw.Connection, changes: Sequence[Change]) -> None:
+        """Apply events in order, inserting runs of appended messages with one ``executemany``.
+
+        Pending inserts are written before any event that reads or updates earlier rows.
+        """
+        rows: list[tuple[object, ...]] = []
+        for change in changes:
+            e = change.event
+            if isinstance(e, ev.MessageAppended):
+                m = e.message
+                rows.append(message_row(change, 0, m, float(m.seq), "active", 0))
+            elif isinstance(e, ev.TurnAppended):
+                rows += [
+                    message_row(change, i, m, float(m.seq), "active", 0)
+                    for i, m in enumerate(e.messages)
+                ]
+            elif isinstance(e, _MESSAGE_CHANGES):
+                if rows:
+                    conn.executemany(self._insert, rows)
+                    rows = []
+                self.apply(conn, change)
+        if rows:
+            conn.executemany(self._insert, rows)
 
     def _compact(self, conn: apsw.Connection, change: Change, e: ev.CompactedInPlace) -> None:
         sid = change.stream

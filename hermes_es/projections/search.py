@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import apsw
 
 from hermes_es import events as ev
@@ -59,6 +61,16 @@ class SearchProjector:
                     for i, m in enumerate(messages)
                 ],
             )
+
+    def apply_batch(self, conn: apsw.Connection, changes: Sequence[Change]) -> None:
+        """Index the messages of many events with one ``executemany`` (rows are only added)."""
+        rows = [
+            (message_row_id(change.position, i), content_text(m.content))
+            for change in changes
+            for i, m in enumerate(_new_messages(change.event))
+        ]
+        if rows:
+            conn.executemany(self._insert, rows)
 
     def settle(self, conn: apsw.Connection, states: dict[str, SessionState]) -> None:
         """Nothing per session."""

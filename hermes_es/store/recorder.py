@@ -7,10 +7,11 @@ projection". Driver errors are translated into eventsourcing's error tree.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -74,6 +75,85 @@ def write_transaction(conn: apsw.Connection) -> Iterator[apsw.Connection]:
         raise
 
 
+CHECKPOINT_PAGES = 1000
+"""WAL size (pages) at which the background checkpointer is woken (SQLite's own default)."""
+
+INLINE_CHECKPOINT_PAGES = 4_000
+"""WAL size (pages, ~16 MB) at which a committing writer checkpoints itself: the backstop for
+when the background checkpointer cannot keep up or cannot run."""
+
+
+class Checkpointer:
+    """Copies the WAL back into state.db from a background thread with its own connection.
+
+    SQLite's automatic checkpoint runs inside the commit that crosses the threshold, which
+    makes that one commit tens of times slower than the rest. Writers instead wake this thread
+    from their WAL hook; its PASSIVE checkpoint never blocks a writer or a reader.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._wake = threading.Event()
+        self._lock = threading.Lock()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+        self._pending = False
+
+    def request(self) -> None:
+        """Ask for a checkpoint soon (starts the thread on first use in this process).
+
+        While one is pending or running, further requests return at once: waking a thread
+        costs a GIL hand-off, which would otherwise be paid by every commit.
+        """
+        if self._pending and self._pid == os.getpid():
+            return
+        with self._lock:
+            if self._stopping:
+                return
+            if self._thread is None or self._pid != os.getpid():
+                self._pid = os.getpid()
+                self._thread = threading.Thread(
+                    target=self._run, name="hermes-wal-checkpoint", daemon=True
+                )
+                self._thread.start()
+            self._pending = True
+        self._wake.set()
+
+    def _run(self) -> None:
+        try:
+            conn = apsw.Connection(str(self.path), flags=apsw.SQLITE_OPEN_READWRITE)
+        except apsw.Error:
+            return
+        try:
+            while True:
+                self._wake.wait()
+                self._wake.clear()
+                if self._stopping:
+                    return
+                try:
+                    conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+                except apsw.Error:
+                    pass  # busy with another checkpointer: the next request retries
+                finally:
+                    self._pending = False
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        """Stop the thread (if running) and wait for it; it may start again later."""
+        with self._lock:
+            self._stopping = True
+            thread, self._thread = self._thread, None
+        self._wake.set()
+        if thread is not None and self._pid == os.getpid():
+            thread.join()
+        with self._lock:
+            self._stopping = False
+            self._pending = False
+            self._wake.clear()
+
+
 class ApswDatastore:
     """One state.db file; one APSW connection per thread, opened on first use."""
 
@@ -83,6 +163,15 @@ class ApswDatastore:
         self._local = threading.local()
         self._all: list[apsw.Connection] = []
         self._lock = threading.Lock()
+        self.checkpointer = Checkpointer(self.path)
+
+    def _wal_hook(self, conn: apsw.Connection, name: str, pages: int) -> int:
+        """After each commit: wake the checkpointer, or flag an overdue inline checkpoint."""
+        if pages >= CHECKPOINT_PAGES:
+            self.checkpointer.request()
+            if pages >= INLINE_CHECKPOINT_PAGES:
+                self._local.overdue = True
+        return int(apsw.SQLITE_OK)
 
     def add_hook(self, hook: ConnectionHook) -> None:
         """Run ``hook`` on every connection opened from now on."""
@@ -96,6 +185,7 @@ class ApswDatastore:
             with translated_errors(), write_transaction(conn):
                 for statement in EVENTS_SCHEMA:
                     conn.execute(statement)
+            conn.set_wal_hook(self._wal_hook)  # replaces SQLite's in-commit autocheckpoint
             self._local.conn = conn
             with self._lock:
                 self._all.append(conn)
@@ -107,9 +197,15 @@ class ApswDatastore:
         conn = self.connection()
         with translated_errors(), write_transaction(conn):
             yield conn
+        if getattr(self._local, "overdue", False) and not conn.in_transaction:
+            self._local.overdue = False
+            # Like SQLite's own autocheckpoint: best effort, a busy WAL is retried later.
+            with suppress(apsw.BusyError, apsw.LockedError):
+                conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
 
     def close(self) -> None:
-        """Close every connection this datastore opened."""
+        """Stop the checkpointer and close every connection this datastore opened."""
+        self.checkpointer.close()
         with self._lock:
             for conn in self._all:
                 conn.close()
