@@ -15,6 +15,7 @@ import contextlib
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -88,6 +89,10 @@ class LazyResponder:
         return self.real().summarize(messages)
 
 
+PROMPT_FIRST_S = 0.01
+"""How long deferred resume work waits, so the main thread reaches ``input()`` first."""
+
+
 class Deferred:
     """Work a resume defers past its first prompt: run on a thread started before the prompt
     and joined before the first turn, command or exit. An error on the thread is raised again
@@ -109,6 +114,9 @@ class Deferred:
         from hermes_es.commands.chat import block_interrupts
 
         block_interrupts()  # Ctrl-C at the prompt must reach the main thread's input()
+        # Give the GIL back at once: the main thread is about to draw the prompt, and would
+        # otherwise wait a whole switch interval (5 ms) for this thread to let go of it.
+        time.sleep(PROMPT_FIRST_S)
         self._run()
 
     def start(self) -> None:
