@@ -12,8 +12,11 @@ from typing import Any, ClassVar, TypeVar
 import msgspec
 
 
-class Event(msgspec.Struct, frozen=True, kw_only=True):
+class Event(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Base of every event on a stream.
+
+    Fields equal to their default are not written (``omit_defaults``): stored events stay
+    small, and a field added later with a default decodes the same from old and new events.
 
     ``at`` is the wall-clock time (Unix seconds) the change happened; ``actor`` is the acting
     identity (``cli``, ``gateway:<provider>:<subject>``, ``import``, …), empty when unknown.

@@ -11,7 +11,7 @@ from hermes_es.events.base import Event, register
 ROLES = ("system", "user", "assistant", "tool")
 
 
-class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
+class ToolCall(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """A tool invocation requested by an assistant message."""
 
     id: str
@@ -22,7 +22,7 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
     """JSON-encoded arguments, as the model produced them."""
 
 
-class Media(msgspec.Struct, frozen=True, kw_only=True):
+class Media(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """An attachment, kept as derived text or a local path, never as bytes."""
 
     kind: str
@@ -35,7 +35,7 @@ class Media(msgspec.Struct, frozen=True, kw_only=True):
     """Short human note (size, dimensions, why only the path was kept)."""
 
 
-class Message(msgspec.Struct, frozen=True, kw_only=True):
+class Message(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One stored message; ``seq`` is its per-session sequence number."""
 
     seq: int
