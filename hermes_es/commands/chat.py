@@ -14,7 +14,6 @@ in-memory transcript.
 from __future__ import annotations
 
 import os
-import signal
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -178,6 +177,8 @@ def block_interrupts() -> None:
     """Keep SIGINT off the calling worker thread (POSIX): the kernel then delivers Ctrl-C to
     the main thread, whose blocking ``input()`` it must interrupt (a signal taken by a worker
     thread would only be noticed after the user pressed Enter)."""
+    import signal
+
     if threading.current_thread() is not threading.main_thread() and hasattr(
         signal, "pthread_sigmask"
     ):
