@@ -475,7 +475,7 @@ def bench_load(n: int, loads: int, seed: int) -> None:
     state = engine.get(sid)
     first = time.perf_counter() - first_start
     floor = raw_connect(path)
-    select = "SELECT version, state FROM session_heads WHERE id = ?"
+    select = "SELECT version, head FROM sessions WHERE id = ?"
     clock = time.perf_counter
     engine_times: list[float] = []
     floor_times: list[float] = []

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import apsw
+import msgspec
 from eventsourcing.persistence import (
     InfrastructureFactory,
     IntegrityError,
@@ -88,6 +89,8 @@ class Batch:
         self.conn = conn
         self.now = float(store.clock())  # an int clock would make head rows differ on rebuild
         self.states: dict[str, SessionState] = {}
+        self.before: dict[str, SessionState] = {}
+        """Each loaded session's state as it stood (as its row stands) before this batch."""
         self._pending: list[tuple[str, int, ev.Event]] = []
 
     def load(self, session_id: str) -> SessionState:
@@ -95,11 +98,10 @@ class Batch:
         state = self.states.get(session_id)
         if state is not None:
             return state
-        rows = self.conn.execute(
-            "SELECT state FROM session_heads WHERE id = ?", (session_id,)
-        ).fetchall()
+        rows = self.conn.execute("SELECT head FROM sessions WHERE id = ?", (session_id,)).fetchall()
         state = decode_state(rows[0][0]) if rows else SessionState(session_id=session_id)
         self.states[session_id] = state
+        self.before[session_id] = msgspec.structs.replace(state)
         return state
 
     def version_of(self, stream: str) -> int:
@@ -148,6 +150,8 @@ class Batch:
             for p, (s, v, e) in zip(positions, self._pending, strict=True)
         ]
         touched = {s: st for s, st in self.states.items() if any(c.stream == s for c in changes)}
-        self.store.projections.apply(self.conn, changes, touched)
+        self.store.projections.apply(self.conn, changes, touched, self.before)
+        for sid in touched:
+            self.before[sid] = msgspec.structs.replace(touched[sid])
         self._pending.clear()
         return changes

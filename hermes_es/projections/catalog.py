@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import apsw
@@ -16,13 +16,13 @@ from hermes_es.projections.prompts import PromptsProjector
 from hermes_es.projections.receipts import ReceiptsProjector
 from hermes_es.projections.search import SearchProjector
 from hermes_es.projections.sessions import SessionsProjector
-from hermes_es.store.db import open_db
+from hermes_es.store.db import open_db, write_transaction
 from hermes_es.store.schema import EVENTS_SCHEMA
 
 TRACKING_NAME = "projections"
 """Reader name under which the projections' log position is tracked."""
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class ProjectionSet:
@@ -58,9 +58,16 @@ class ProjectionSet:
                 conn.execute(statement)
 
     def apply(
-        self, conn: apsw.Connection, changes: Sequence[Change], states: dict[str, SessionState]
+        self,
+        conn: apsw.Connection,
+        changes: Sequence[Change],
+        states: dict[str, SessionState],
+        before: Mapping[str, SessionState] | None = None,
     ) -> None:
         """Apply a batch of stored events and settle the touched sessions.
+
+        ``before`` (the touched sessions' states as loaded, i.e. as their rows stand) lets the
+        sessions projector update only what changed without reading the rows first.
 
         Projectors are independent of each other, so each one takes the whole batch in turn;
         one with an ``apply_batch`` method (bulk inserts) gets the batch in a single call.
@@ -73,7 +80,10 @@ class ProjectionSet:
                 for change in changes:
                     projector.apply(conn, change)
         for projector in self.projectors:
-            projector.settle(conn, states)
+            if isinstance(projector, SessionsProjector):
+                projector.settle(conn, states, before)
+            else:
+                projector.settle(conn, states)
         if changes and not self.prefix:
             set_position(conn, changes[-1].position)
 
@@ -102,14 +112,30 @@ def get_position(conn: apsw.Connection) -> int:
 
 
 def ensure_schema(conn: apsw.Connection) -> None:
-    """Create the event log, tracking and projection tables when missing."""
+    """Create the event log, tracking and projection tables when missing.
+
+    A store whose projections have an older layout gets them dropped and replayed from the
+    log in the same transaction: projections are derived data, the log is the truth.
+    """
     user_version = conn.execute("PRAGMA user_version").fetchall()[0][0]
     if user_version == SCHEMA_VERSION:
         return
-    with conn:
+    with write_transaction(conn):
+        user_version = conn.execute("PRAGMA user_version").fetchall()[0][0]
+        if user_version == SCHEMA_VERSION:
+            return  # another process migrated it while this one waited for the lock
         for statement in EVENTS_SCHEMA:
             conn.execute(statement)
-        ProjectionSet().create(conn)
+        live = ProjectionSet()
+        if user_version:
+            for table in live.tables():
+                conn.execute(f"DROP TABLE IF EXISTS {table}")
+            conn.execute("DROP TABLE IF EXISTS session_heads")  # layout 1 kept heads apart
+        live.create(conn)
+        if user_version:
+            from hermes_es.projections.rebuild import replay_into
+
+            replay_into(conn, live)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 

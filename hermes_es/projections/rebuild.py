@@ -74,6 +74,14 @@ class Replayer:
         self.count += len(changes)
 
 
+def replay_into(conn: apsw.Connection, pset: ProjectionSet) -> int:
+    """Replay the whole log into ``pset`` inside the caller's transaction; returns the count."""
+    replayer = Replayer(pset)
+    for changes in _log_batches(conn, 0):
+        replayer.feed(conn, changes)
+    return replayer.count
+
+
 def _total(conn: apsw.Connection) -> int:
     return int(conn.execute("SELECT COUNT(*) FROM events").fetchall()[0][0])
 

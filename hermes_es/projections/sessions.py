@@ -1,8 +1,13 @@
-"""The ``sessions`` read model (one row per session) and the same-transaction head rows."""
+"""The ``sessions`` read model: one row per session, including its encoded head state.
+
+The ``head`` column holds the folded aggregate state at ``version``: loading a session for a
+command is one primary-key read, however long its transcript.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 import apsw
 
@@ -15,12 +20,12 @@ COLUMNS = (
     "ended", "end_reason", "archived", "pinned", "hidden", "message_count", "active_count",
     "compacted_count", "imported_count", "tokens_in", "tokens_out", "version", "display_version",
     "prompt_hash", "prompt_version", "refresh_pending", "tools", "continued_into",
-    "imported_from", "preview",
+    "imported_from", "preview", "head",
 )  # fmt: skip
 
 
 class SessionsProjector:
-    """Keeps ``sessions`` and ``session_heads`` equal to the fold of each stream."""
+    """Keeps ``sessions`` (and each row's head state) equal to the fold of each stream."""
 
     name = "sessions"
 
@@ -33,18 +38,13 @@ class SessionsProjector:
             f"INSERT INTO {prefix}sessions ({cols}) VALUES ({marks})"
             f" ON CONFLICT (id) DO UPDATE SET {updates}"
         )
-        self._head = (
-            f"INSERT INTO {prefix}session_heads (id, version, state) VALUES (?, ?, ?)"
-            " ON CONFLICT (id) DO UPDATE SET version = excluded.version, state = excluded.state"
-        )
         self._root = f"SELECT root_id FROM {prefix}sessions WHERE id = ?"
-        self._current = f"SELECT {cols} FROM {prefix}sessions WHERE id = ?"
         self._updates: dict[tuple[int, ...], str] = {}
         self._previews: dict[str, str] = {}
 
     def tables(self) -> list[str]:
         """Table names."""
-        return [f"{self.p}sessions", f"{self.p}session_heads"]
+        return [f"{self.p}sessions"]
 
     def schema(self) -> list[str]:
         """Tables; every column a list, picker, filter or prune needs."""
@@ -64,15 +64,12 @@ class SessionsProjector:
             " display_version INTEGER NOT NULL, prompt_hash TEXT NOT NULL,"
             " prompt_version INTEGER NOT NULL, refresh_pending INTEGER NOT NULL,"
             " tools TEXT, continued_into TEXT NOT NULL, imported_from TEXT NOT NULL,"
-            " preview TEXT NOT NULL)",
-            f"CREATE TABLE IF NOT EXISTS {p}session_heads ("
-            " id TEXT PRIMARY KEY, version INTEGER NOT NULL, state BLOB NOT NULL) WITHOUT ROWID",
+            " preview TEXT NOT NULL, head BLOB NOT NULL)",
         ]
 
     def indexes(self) -> list[str]:
         """Secondary indexes for lists, title resolution and chains."""
         return [
-            "CREATE INDEX IF NOT EXISTS sessions_last_active ON sessions (last_active DESC)",
             "CREATE UNIQUE INDEX IF NOT EXISTS sessions_title ON sessions (title COLLATE NOCASE)"
             " WHERE title <> ''",
             "CREATE INDEX IF NOT EXISTS sessions_root ON sessions (root_id)",
@@ -83,40 +80,39 @@ class SessionsProjector:
     def apply(self, conn: apsw.Connection, change: Change) -> None:
         """Per-event work is done in ``settle``; the fold carries the state."""
 
-    def settle(self, conn: apsw.Connection, states: dict[str, SessionState]) -> None:
-        """Upsert the session row and the head row of every touched session."""
+    def settle(
+        self,
+        conn: apsw.Connection,
+        states: dict[str, SessionState],
+        before: Mapping[str, SessionState] | None = None,
+    ) -> None:
+        """Write the row of every touched session.
+
+        ``before`` holds the states as they were loaded at the start of the transaction (so as
+        the rows stood): only the columns that changed are updated, which keeps SQLite from
+        rewriting the index entries of unchanged columns, with no extra read.
+        """
         for state in states.values():
             root = state.session_id
             if state.parent_kind == "compression" and state.parent_id:
                 row = conn.execute(self._root, (state.parent_id,)).fetchall()
                 root = str(row[0][0]) if row else state.parent_id
-            self._write_row(conn, row_of(state, root))
-            conn.execute(self._head, (state.session_id, state.version, encode_state(state)))
-
-    def _write_row(self, conn: apsw.Connection, row: tuple[object, ...]) -> None:
-        """Insert the row, or update only the columns whose value changed.
-
-        Naming only changed columns keeps SQLite from rewriting the index entries of the
-        unchanged ones (title, root, parent, workspace): fewer pages written per commit.
-        """
-        current = conn.execute(self._current, (row[0],)).fetchall()
-        if not current:
-            conn.execute(self._upsert, row)
-            return
-        old = current[0]
-        changed = tuple(i for i in range(1, len(COLUMNS)) if old[i] != row[i])
-        if not changed:
-            return
-        sql = self._updates.get(changed)
-        if sql is None:
-            sets = ", ".join(f"{COLUMNS[i]} = ?" for i in changed)
-            sql = self._updates[changed] = f"UPDATE {self.p}sessions SET {sets} WHERE id = ?"
-        conn.execute(sql, (*(row[i] for i in changed), row[0]))
+            old = before.get(state.session_id) if before is not None else None
+            new = row_of(state, root)
+            if old is None or old.version == 0:
+                conn.execute(self._upsert, new)
+                continue
+            previous = row_of(old, root)
+            changed = tuple(i for i in range(1, len(COLUMNS)) if previous[i] != new[i])
+            sql = self._updates.get(changed)
+            if sql is None:
+                sets = ", ".join(f"{COLUMNS[i]} = ?" for i in changed)
+                sql = self._updates[changed] = f"UPDATE {self.p}sessions SET {sets} WHERE id = ?"
+            conn.execute(sql, (*(new[i] for i in changed), new[0]))
 
     def forget(self, conn: apsw.Connection, session_id: str) -> None:
         """Remove the session's rows."""
         conn.execute(f"DELETE FROM {self.p}sessions WHERE id = ?", (session_id,))
-        conn.execute(f"DELETE FROM {self.p}session_heads WHERE id = ?", (session_id,))
 
 
 def row_of(state: SessionState, root_id: str) -> tuple[object, ...]:
@@ -130,5 +126,5 @@ def row_of(state: SessionState, root_id: str) -> tuple[object, ...]:
         state.tokens_in, state.tokens_out, state.version, state.display_version,
         state.prompt_hash, state.prompt_version, int(state.refresh_pending),
         None if state.tools is None else json.dumps(state.tools), state.continued_into,
-        state.imported_from, state.preview,
+        state.imported_from, state.preview, encode_state(state),
     )  # fmt: skip

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import apsw
@@ -51,3 +52,26 @@ def checkpoint(conn: apsw.Connection, *, truncate: bool = True) -> None:
     conn.wal_checkpoint(
         mode=apsw.SQLITE_CHECKPOINT_TRUNCATE if truncate else apsw.SQLITE_CHECKPOINT_PASSIVE
     )
+
+
+@contextmanager
+def write_transaction(conn: apsw.Connection) -> Iterator[apsw.Connection]:
+    """``BEGIN IMMEDIATE`` … ``COMMIT`` (a savepoint when a transaction is already open).
+
+    The lock is taken with ``execute``, which releases the GIL while SQLite's busy handler
+    waits. ``with conn:`` waits holding the GIL, so a second thread of the same process
+    waiting for the write lock would stop the holder from ever committing (a deadlock that
+    lasts the whole busy timeout).
+    """
+    if conn.in_transaction:
+        with conn:
+            yield conn
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise

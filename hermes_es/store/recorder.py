@@ -31,7 +31,7 @@ from eventsourcing.persistence import (
     TrackingRecorder,
 )
 
-from hermes_es.store.db import ConnectionHook, open_db
+from hermes_es.store.db import ConnectionHook, open_db, write_transaction
 from hermes_es.store.schema import EVENTS_SCHEMA
 
 
@@ -50,29 +50,6 @@ def translated_errors() -> Iterator[None]:
         raise OperationalError(f"database is busy: {exc}") from exc
     except apsw.Error as exc:
         raise PersistenceError(str(exc)) from exc
-
-
-@contextmanager
-def write_transaction(conn: apsw.Connection) -> Iterator[apsw.Connection]:
-    """``BEGIN IMMEDIATE`` … ``COMMIT`` (a savepoint when a transaction is already open).
-
-    The lock is taken with ``execute``, which releases the GIL while SQLite's busy handler
-    waits. ``with conn:`` waits holding the GIL, so a second thread of the same process
-    waiting for the write lock would stop the holder from ever committing (a deadlock that
-    lasts the whole busy timeout).
-    """
-    if conn.in_transaction:
-        with conn:
-            yield conn
-        return
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
 
 
 CHECKPOINT_PAGES = 1000

@@ -12,7 +12,7 @@ from hermes_es.commands.engine import SessionEngine
 from hermes_es.projections.catalog import connect
 from hermes_es.projections.rebuild import TableDiff, rebuild, verify
 
-SNAPSHOT_TABLES = ("sessions", "session_heads", "messages", "lineage", "prompts", "deletions")
+SNAPSHOT_TABLES = ("sessions", "messages", "lineage", "prompts", "deletions")
 
 
 def populate(engine: SessionEngine) -> list[str]:
@@ -115,7 +115,7 @@ def test_engine_keeps_working_across_a_rebuild(engine: SessionEngine) -> None:
     [
         (["UPDATE sessions SET pinned = 1 - pinned"], "sessions"),
         (["UPDATE sessions SET title = 'renamed' WHERE title = 'rebuild me'"], "sessions"),
-        (["UPDATE session_heads SET version = version + 1"], "session_heads"),
+        (["UPDATE sessions SET head = X'00'"], "sessions"),
         (["UPDATE messages SET state = 'active' WHERE state = 'rewound'"], "messages"),
         (["UPDATE messages SET content = 'tampered' WHERE seq = 0"], "messages"),
         (["DELETE FROM lineage"], "lineage"),
@@ -184,3 +184,28 @@ def test_verify_leaves_no_scratch_files(engine: SessionEngine, home: Path) -> No
     verify(engine.db_path)
     assert sorted(p.name for p in home.iterdir()) == before
     assert not [p for p in home.iterdir() if p.name.startswith(".verify-")]
+
+
+def test_older_projection_layout_is_replayed_from_the_log(tmp_path: Path) -> None:
+    """Opening a store whose projections have an older layout rebuilds them from the log."""
+    from hermes_es.commands.engine import SessionEngine
+    from hermes_es.projections.catalog import SCHEMA_VERSION, connect
+    from hermes_es.projections.rebuild import verify
+
+    with SessionEngine.open(tmp_path) as engine:
+        sid = engine.start_session("cli", title="old layout", cwd=str(tmp_path))
+        engine.append_message(sid, "user", "kept across the migration")
+    db = tmp_path / "state.db"
+    conn = connect(db)
+    conn.execute("DELETE FROM sessions; DELETE FROM messages")
+    conn.execute("CREATE TABLE session_heads (id TEXT PRIMARY KEY, version INT, state BLOB)")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
+    conn.close()
+    conn = connect(db)
+    assert conn.execute("SELECT title FROM sessions").fetchall() == [("old layout",)]
+    assert conn.execute("SELECT content FROM messages").fetchall() == [
+        ("kept across the migration",)
+    ]
+    assert not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'session_heads'").fetchall()
+    conn.close()
+    assert all(d.equal for d in verify(db))
