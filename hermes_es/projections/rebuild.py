@@ -114,7 +114,13 @@ def rebuild(db_path: Path | str, progress: Progress | None = None) -> int:
         with conn:
             for changes in _log_batches(conn, replayer.position):
                 replayer.feed(conn, changes)
-            _drop(conn, live.tables())
+            # The old generation holds nothing the new one lacks (deleted sessions were
+            # already erased row by row), so its pages need not be zeroed as they are freed.
+            conn.execute("PRAGMA secure_delete = OFF")
+            try:
+                _drop(conn, live.tables())
+            finally:
+                conn.execute("PRAGMA secure_delete = ON")
             for old, new in zip(fresh.tables(), live.tables(), strict=True):
                 conn.execute(f"ALTER TABLE {old} RENAME TO {new}")
             live.create_indexes(conn)
