@@ -29,11 +29,11 @@ import msgspec
 from hermes_es.commands.chat import CLI_HISTORY_SOURCES
 from hermes_es.config import HermesConfig, changed_pickup_keys, config_fingerprint
 from hermes_es.errors import SessionNotFoundError
+from hermes_es.queries.lookup import started_event
 from hermes_es.queries.resolve import LIST_HINT, chain_tip, latest_session, resolve_session
 from hermes_es.workspace import workspace_key
 
 if TYPE_CHECKING:
-    from hermes_es import events as ev
     from hermes_es.commands.engine import SessionEngine
 
 BARE = ""
@@ -96,21 +96,6 @@ def recorded_cwd(conn: apsw.Connection, session_id: str) -> str:
 
 
 # --- what the session keeps ------------------------------------------------------------------
-
-
-def started_event(conn: apsw.Connection, session_id: str) -> ev.SessionStarted | None:
-    """The session's ``SessionStarted`` event (model config and launch flags live there)."""
-    from hermes_es import events as ev
-
-    rows = conn.execute(
-        "SELECT topic, state FROM events WHERE originator_id = ? ORDER BY originator_version"
-        " LIMIT 1",
-        (session_id,),
-    ).fetchall()
-    if not rows:
-        return None
-    event = ev.decode(str(rows[0][0]), bytes(rows[0][1]))
-    return event if isinstance(event, ev.SessionStarted) else None
 
 
 def last_pickup(conn: apsw.Connection, session_id: str) -> dict[str, Any]:

@@ -22,6 +22,7 @@ import msgspec
 from hermes_es import events as ev
 from hermes_es.errors import SessionNotFoundError
 from hermes_es.export.snapshot import read_snapshot
+from hermes_es.queries.lookup import started_event
 from hermes_es.redact import redact, redact_value
 
 FORMAT = "hermes-es.session/1"
@@ -117,24 +118,13 @@ _ROWS = (
 )
 
 
-def _started(conn: apsw.Connection, session_id: str) -> ev.SessionStarted | None:
-    rows = conn.execute(
-        "SELECT topic, state FROM events WHERE originator_id = ? AND originator_version = 1",
-        (session_id,),
-    ).fetchall()
-    if not rows:
-        return None
-    event = ev.decode(str(rows[0][0]), bytes(rows[0][1]))
-    return event if isinstance(event, ev.SessionStarted) else None
-
-
 def read_meta(conn: apsw.Connection, session_id: str, *, secret: bool = False) -> BackupSession:
     """The session's backup metadata (no messages); ``secret`` redacts the stored prompt."""
     rows = conn.execute(_META, (session_id,)).fetchall()
     if not rows:
         raise SessionNotFoundError(f"no session {session_id!r} to export", subject=session_id)
     r = rows[0]
-    started = _started(conn, session_id)
+    started = started_event(conn, session_id)
     prompt = None if r[21] is None else str(r[21])
     return BackupSession(
         id=session_id, source=r[0], profile=r[1], user_id=r[2], model=r[3], reasoning=r[4],

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import apsw
+
+if TYPE_CHECKING:
+    from hermes_es.events import SessionStarted
 
 
 def was_deleted(conn: apsw.Connection, session_id: str) -> bool:
@@ -123,3 +127,17 @@ def count_events(conn: apsw.Connection, stream: str) -> int:
 def delete_events(conn: apsw.Connection, stream: str) -> None:
     """Physically remove a stream's events from the log."""
     conn.execute("DELETE FROM events WHERE originator_id = ?", (stream,))
+
+
+def started_event(conn: apsw.Connection, session_id: str) -> SessionStarted | None:
+    """The session's ``SessionStarted`` event (model config and launch flags live there)."""
+    from hermes_es import events as ev
+
+    rows = conn.execute(
+        "SELECT topic, state FROM events WHERE originator_id = ? AND originator_version = 1",
+        (session_id,),
+    ).fetchall()
+    if not rows:
+        return None
+    event = ev.decode(str(rows[0][0]), bytes(rows[0][1]))
+    return event if isinstance(event, ev.SessionStarted) else None
