@@ -13,13 +13,14 @@ from eventsourcing.persistence import (
     InfrastructureFactory,
     IntegrityError,
     OperationalError,
+    PersistenceError,
     StoredEvent,
 )
 from eventsourcing.utils import Environment
 
 from hermes_es import events as ev
 from hermes_es.aggregates.state import SessionState, apply, decode_state
-from hermes_es.errors import ConflictError, StoreBusyError
+from hermes_es.errors import ConflictError, StoreBusyError, StoreError
 from hermes_es.projections.base import Change
 from hermes_es.projections.catalog import ProjectionSet, ensure_schema
 from hermes_es.projections.fts import register_tokenizer
@@ -73,6 +74,11 @@ class Store:
         except apsw.BusyError as exc:
             raise StoreBusyError(
                 f"state.db at {self.path} stayed locked by another process: {exc}",
+                subject=str(self.path),
+            ) from exc
+        except (PersistenceError, apsw.IOError, apsw.FullError, apsw.ReadOnlyError) as exc:
+            raise StoreError(
+                f"could not write state.db at {self.path}: {exc}; nothing was changed",
                 subject=str(self.path),
             ) from exc
 

@@ -228,11 +228,6 @@ def test_failed_resume_record_ends_run_before_the_first_message(tmp_path: Path) 
     assert RESUMED not in history(tmp_path, sid)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="store I/O failures (apsw.IOError -> eventsourcing PersistenceError) are not "
-    "HermesErrors, so the CLI prints a traceback instead of `Error: …` (same without deferral)",
-)
 def test_failed_resume_record_is_reported_as_an_error_line(tmp_path: Path) -> None:
     """A resume whose recording fails reports `Error: …` (no traceback) when joined."""
     _, status, out = _faulty_resume(tmp_path)
