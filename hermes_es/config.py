@@ -20,6 +20,7 @@ from hermes_es.home import config_path
 
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 Positive = Annotated[int, msgspec.Meta(ge=1)]
+NonNegativeFloat = Annotated[float, msgspec.Meta(ge=0)]
 
 
 class ModelConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -52,7 +53,8 @@ class SessionsConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Per-session cap for JSON/JSONL backups and /save json; 0 disables the guard."""
     max_import_messages: NonNegative = 20000
     """Per-session cap for imports; 0 disables the guard."""
-    auto_archive: NonNegative = 0
+    auto_archive: NonNegativeFloat = 0.0
+    """Idle days before the sweep archives a chat (fractions allowed); 0 turns it off."""
     compress_mode: Literal["in_place", "split"] = "split"
     compress_keep_last: NonNegative = 10
     orphan_end_grace_s: NonNegative = 300

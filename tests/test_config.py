@@ -286,3 +286,13 @@ def test_zero_disables_the_transcript_guards(tmp_path: Path) -> None:
     loaded = load_config(path)
     assert loaded.config.sessions.max_export_messages == 0
     assert loaded.config.sessions.max_import_messages == 0
+
+
+def test_auto_archive_accepts_fractional_days(tmp_path: Path) -> None:
+    """sessions.auto_archive takes fractions of a day (and rejects negatives)."""
+    path = tmp_path / "config.yaml"
+    path.write_text("sessions: {auto_archive: 0.5}\n")
+    assert load_config(path).config.sessions.auto_archive == 0.5
+    path.write_text("sessions: {auto_archive: -1}\n")
+    with pytest.raises(ConfigError, match="auto_archive"):
+        load_config(path)

@@ -448,6 +448,8 @@ def run_from_options(ctx: click.Context, options: dict[str, Any]) -> None:
         text = sys.stdin.read()
         if not text.strip():
             raise ValidationError("no message: pass -q TEXT, or run hermes in a terminal")
+    if text is not None and not text.strip():
+        raise ValidationError("empty message: nothing to send (and no session was started)")
     oneshot = bool(options.get("oneshot") or quiet or (text is not None and not tty))
     source = options.get("source") or ("oneshot" if oneshot else "cli")
     in_dir = options.get("in_dir")
@@ -473,14 +475,34 @@ def run_from_options(ctx: click.Context, options: dict[str, Any]) -> None:
             return
         if app.read_only:
             raise UsageError("a read-only attach cannot send a message; drop --read-only")
-        outcome = chat.send(text)
+        try:
+            outcome = chat.send(text)
+        finally:
+            # A finite run is over: end it (non-destructive; its next message reopens it),
+            # so retention and prune treat it like any closed chat.
+            with contextlib.suppress(HermesError):
+                app.engine.end_session(chat.session_id, "run_complete")
         for note in outcome.attachments:
             err(f"📎 {note}")
         click.echo(outcome.reply)
         if not quiet:
             err(resume_hint(chat.session_id))
     finally:
-        app.close()
+        try:
+            _sweep_on_the_way_out(app)
+        finally:
+            app.close()
+
+
+def _sweep_on_the_way_out(app: ChatApp) -> None:
+    """Run the ``sessions.auto_archive`` idle sweep, at most once a day, when a chat ends."""
+    idle_days = app.config.sessions.auto_archive
+    if idle_days <= 0 or app.read_only:
+        return
+    from hermes_es.commands.archive import maybe_sweep
+
+    with contextlib.suppress(HermesError):
+        maybe_sweep(app.engine, app.hermes.dir / ".auto-archive-sweep", idle_days)
 
 
 def _resuming(options: dict[str, Any], resume_ref: str | None) -> bool:

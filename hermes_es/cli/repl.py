@@ -29,7 +29,7 @@ HELP = """Commands:
   /save md|html|json save this session to a file
   /sessions          recent sessions
   /resume NAME       switch to another session
-  /reasoning LEVEL   set the reasoning effort (none, low, medium, high)
+  /reasoning LEVEL   set the reasoning effort (none, minimal, low, medium, high, xhigh)
   /attach PATH       attach a file to the next message
   /recap             show the recap again
   /exit              leave (the session id is printed)"""
@@ -88,7 +88,16 @@ def _sessions(app: ChatApp, _: str) -> None:
         click.echo(f"{marker} {row.session_id}  {row.title or '-':<24}  {row.preview[:50]}")
 
 
+def _end_current(app: ChatApp, reason: str) -> None:
+    """End the session the chat is leaving (non-destructive: its next message reopens it)."""
+    chat = app.chat
+    if chat is not None and not app.read_only:
+        with contextlib.suppress(HermesError):
+            app.engine.end_session(chat.session_id, reason)
+
+
 def _new(app: ChatApp, arg: str) -> None:
+    _end_current(app, "new_session")
     app.source = "cli" if app.source == "oneshot" else app.source
     chat = app.new_session(arg)
     click.echo(f"New session {chat.session_id}" + (f' "{arg}"' if arg else ""))
@@ -118,7 +127,9 @@ def _compress(app: ChatApp, _: str) -> None:
 
 def _rewind(app: ChatApp, arg: str) -> None:
     assert app.chat is not None
-    turns = int(arg) if arg.strip().isdigit() else 1
+    if arg and not (arg.isdigit() and int(arg) > 0):
+        raise UsageError(f"usage: /rewind [N] (N a positive number of turns, got {arg!r})")
+    turns = int(arg) if arg else 1
     removed = app.chat.rewind(turns)
     click.echo(f"Rewound {turns} turn(s): {removed} messages left the context")
 
@@ -147,6 +158,8 @@ def _resume(app: ChatApp, arg: str) -> None:
     if not arg:
         raise UsageError("usage: /resume NAME")
     picked = pick_session(app.engine.store.connection(), resume_ref=arg)
+    if app.chat is not None and picked.session_id != app.chat.session_id:
+        _end_current(app, "switched")
     app.resume_session(
         picked.session_id, conflict=None, interactive=True, restore=True, pin_dir=None
     )
@@ -221,6 +234,18 @@ def run_repl(app: ChatApp, *, recap: bool) -> None:
         show_recap(app)
     mode = " (read-only)" if app.read_only else ""
     click.echo(f"Session {app.session_id}{mode}. /help for commands, /exit to leave.")
+    try:
+        _loop(app)
+    finally:
+        chat = app.chat
+        if chat is not None:
+            _end_current(app, "user_exit")
+            click.echo(f"Session: {chat.session_id}")
+            click.echo(f"Resume with: hermes --resume {chat.session_id}")
+
+
+def _loop(app: ChatApp) -> None:
+    """The read-eval loop; Ctrl-C during a turn interrupts the turn, not the chat."""
     while True:
         app.preload()
         try:
@@ -248,10 +273,7 @@ def run_repl(app: ChatApp, *, recap: bool) -> None:
                 _say(app, text)
         except HermesError as exc:
             click.echo(f"Error: {exc.message}", err=True)
-    chat = app.chat
-    assert chat is not None
-    if not app.read_only:
-        with contextlib.suppress(HermesError):
-            app.engine.end_session(chat.session_id, "user_exit")
-    click.echo(f"Session: {chat.session_id}")
-    click.echo(f"Resume with: hermes --resume {chat.session_id}")
+        except KeyboardInterrupt:
+            click.echo(
+                "\n(interrupted; your message is kept, the reply was not recorded)", err=True
+            )

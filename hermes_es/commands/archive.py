@@ -11,8 +11,10 @@ however long or old its history.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Collection, Iterable, Sequence
+from pathlib import Path
 
 from hermes_es.aggregates import session as agg
 from hermes_es.commands.engine import SessionEngine
@@ -108,6 +110,33 @@ def sweep_idle(engine: SessionEngine, idle_days: float, now: float | None = None
     return archive_units(
         engine, plan_sweep(units, idle_days, at, held_sessions(engine.db_path)), "sweep"
     )
+
+
+SWEEP_EVERY = 24 * 3600.0
+"""The idle sweep that chats run on their way out happens at most once a day per profile."""
+
+
+def maybe_sweep(
+    engine: SessionEngine, marker: Path, idle_days: float, now: float | None = None
+) -> list[str] | None:
+    """Run the idle sweep if ``idle_days`` is set and ``marker`` is older than a day.
+
+    Returns the archived tips, or None when the sweep was not due. The marker file's mtime
+    records the last sweep, so concurrent chats rarely sweep twice (and a double sweep is
+    harmless: archiving an archived chat decides no events).
+    """
+    if idle_days <= 0:
+        return None
+    at = time.time() if now is None else now
+    try:
+        if at - marker.stat().st_mtime < SWEEP_EVERY:
+            return None
+    except FileNotFoundError:
+        pass
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.touch()
+    os.utime(marker, (at, at))
+    return sweep_idle(engine, idle_days, at)
 
 
 def _tip_of(engine: SessionEngine, ref: str) -> tuple[str, list[str]]:

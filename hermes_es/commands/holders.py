@@ -76,9 +76,19 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def is_zombie(pid: int) -> bool:
+    """True when the process has exited but its parent has not collected it yet."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return bool(fields) and fields[0] in ("Z", "X")
+
+
 def is_live(holder: Holder) -> bool:
-    """True while the holder's process runs (same pid and same process start time)."""
-    if not pid_alive(holder.pid):
+    """True while the holder's process runs (same pid and start time, and not a zombie)."""
+    if not pid_alive(holder.pid) or is_zombie(holder.pid):
         return False
     if holder.proc_start is None:
         return True

@@ -144,3 +144,19 @@ def test_sweep_never_relabels_a_user_archive(engine: SessionEngine) -> None:
     archive_sessions(engine, [sid])
     assert sweep_idle(engine, 1, now=T0 + 10 * DAY) == []
     assert engine.get(sid).archived == "user"
+
+
+def test_sweep_on_the_way_out_runs_at_most_daily(
+    engine: SessionEngine, clock: Clock, tmp_path: Path
+) -> None:
+    """maybe_sweep runs the idle sweep once, then not again until a day has passed."""
+    from hermes_es.commands.archive import maybe_sweep
+
+    marker = tmp_path / ".auto-archive-sweep"
+    old = chat(engine)
+    assert maybe_sweep(engine, marker, 0, now=T0 + 30 * DAY) is None  # off
+    assert maybe_sweep(engine, marker, 14, now=T0 + 30 * DAY) == [old]
+    clock.now = T0 + 30 * DAY
+    newer = chat(engine)
+    assert maybe_sweep(engine, marker, 0.5, now=T0 + 30.9 * DAY) is None  # not due yet
+    assert maybe_sweep(engine, marker, 0.5, now=T0 + 31.5 * DAY) == [newer]

@@ -93,3 +93,19 @@ def test_register_needs_a_kind(tmp_path: Path) -> None:
     """An empty kind is refused."""
     with pytest.raises(HolderError), register_holder(tmp_path / "state.db", ""):
         pass
+
+
+def test_exited_but_uncollected_holder_does_not_block(tmp_path: Path) -> None:
+    """A holder that exited but whose parent has not reaped it yet (a zombie) is not live."""
+    db = tmp_path / "state.db"
+    proc = spawn_holder(db)
+    assert live_holders(db)
+    os.kill(proc.pid, signal.SIGKILL)
+    deadline = time.time() + 20
+    while Path(f"/proc/{proc.pid}/stat").read_text().split(") ")[1][0] != "Z":
+        assert time.time() < deadline
+        time.sleep(0.05)
+    assert live_holders(db) == []  # still unreaped here: only its zombie entry exists
+    proc.wait()
+    assert proc.stdout is not None
+    proc.stdout.close()
