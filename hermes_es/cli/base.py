@@ -161,3 +161,19 @@ def fail(message: str, code: int = 1) -> NoReturn:
     """Exit with ``Error: message`` on stderr."""
     click.echo(f"Error: {message}", err=True)
     sys.exit(code)
+
+
+def warn_unscrubbed(scrubbed: bool, db_path: Path) -> None:
+    """After a committed delete whose WAL scrub was blocked, say so and name who blocks it."""
+    if scrubbed:
+        return
+    from hermes_es.commands.holders import describe, live_holders
+
+    holders = ", ".join(describe(h) for h in live_holders(db_path, exclude_self=True))
+    click.echo(
+        "warning: deleted, but another process still reads state.db"
+        + (f" ({holders})" if holders else "")
+        + ", so old copies of the pages stay on disk until it lets go; the next delete or"
+        " 'hermes sessions optimize' finishes the scrub",
+        err=True,
+    )

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hermes_es.cli.base import echo_json, get_hermes, when
+from hermes_es.cli.base import echo_json, get_hermes, warn_unscrubbed, when
 from hermes_es.errors import SessionNotFoundError, ValidationError
 
 if TYPE_CHECKING:
@@ -231,3 +231,4 @@ def delete_cmd(ctx: click.Context, session: str, yes: bool, chain: bool) -> None
         done = delete_session(engine.store, sid, reason="delete", actor=engine.actor)
     for d in done:
         click.echo(f"deleted {d.session_id} ({d.messages} messages)")
+    warn_unscrubbed(all(d.scrubbed for d in done), hermes.db_path)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hermes_es.cli.base import echo_json, get_hermes, when
+from hermes_es.cli.base import echo_json, get_hermes, warn_unscrubbed, when
 from hermes_es.errors import HolderError, SessionNotFoundError, ValidationError
 
 if TYPE_CHECKING:
@@ -191,6 +191,7 @@ def prune_cmd(
         echo_json({"deleted": [d.session_id for d in done], "kept": plan.kept})
         return
     click.echo(f"deleted {len(done)} session(s), {sum(d.messages for d in done)} message(s)")
+    warn_unscrubbed(all(d.scrubbed for d in done), hermes.db_path)
 
 
 def _size(n: int) -> str:

@@ -11,14 +11,16 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 
+import apsw
 import msgspec
 
 from hermes_es import events as ev
 from hermes_es.commands.unit_of_work import Batch, Store
 from hermes_es.errors import InvariantError, SessionNotFoundError
+from hermes_es.projections.prompts import PromptsProjector
 from hermes_es.projections.purge import indexed_messages, prefer_optimize, purging
 from hermes_es.queries import lookup
-from hermes_es.store.db import checkpoint
+from hermes_es.store.db import BUSY_TIMEOUT_MS
 
 
 class DeleteRefusedError(InvariantError):
@@ -36,6 +38,10 @@ class Deleted(msgspec.Struct, frozen=True, kw_only=True):
     events: int
     messages: int
     digest: str
+    scrubbed: bool = True
+    """False when another process's open read kept the WAL from being truncated: the delete
+    committed, but old page images stay on disk until that process lets go (the next delete,
+    optimize or checkpoint finishes the job)."""
 
 
 def delegate_tree(batch: Batch, session_id: str) -> list[str]:
@@ -141,9 +147,28 @@ def delete_session(
         targets = [*reversed(delegates), session_id]
         with purging(batch.conn, optimize=_optimize(batch, targets)):
             done = [_remove(batch, store, sid, reason, actor) for sid in targets]
-    if scrub:
-        scrub_wal(store)
-    return done
+        drop_unreferenced_prompts(batch, store)
+    return _scrubbed(store, done) if scrub else done
+
+
+def drop_unreferenced_prompts(batch: Batch, store: Store) -> list[str]:
+    """Erase stored prompts that no remaining session sends.
+
+    A stored prompt embeds the profile's memory blocks (MEMORY.md, USER.md) as they were, so
+    it is conversation-adjacent text: when the last session using it goes, it goes too.
+    """
+    prompts = next(p for p in store.projections.projectors if isinstance(p, PromptsProjector))
+    gone = prompts.unreferenced(batch.conn)
+    for sha in gone:
+        lookup.delete_events(batch.conn, f"prompt:{sha}")
+        prompts.drop(batch.conn, sha)
+    return gone
+
+
+def _scrubbed(store: Store, done: list[Deleted]) -> list[Deleted]:
+    if not done or scrub_wal(store):
+        return done
+    return [msgspec.structs.replace(d, scrubbed=False) for d in done]
 
 
 def delete_many(
@@ -160,11 +185,23 @@ def delete_many(
                     targets.append(target)
         with purging(batch.conn, optimize=_optimize(batch, targets)):
             done = [_remove(batch, store, sid, reason, actor) for sid in targets]
-    if scrub and done:
-        scrub_wal(store)
-    return done
+        drop_unreferenced_prompts(batch, store)
+    return _scrubbed(store, done) if scrub else done
 
 
-def scrub_wal(store: Store) -> None:
-    """Checkpoint and truncate the WAL so deleted pages leave no copy on disk."""
-    checkpoint(store.connection(), truncate=True)
+SCRUB_WAIT_MS = 2_000
+"""How long the post-delete checkpoint waits for readers before reporting it is pending."""
+
+
+def scrub_wal(store: Store) -> bool:
+    """Checkpoint and truncate the WAL so no deleted text stays on disk; False if readers
+    of another process kept it from completing (the delete itself has committed)."""
+    conn = store.connection()
+    conn.setbusytimeout(SCRUB_WAIT_MS)
+    try:
+        conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_TRUNCATE)
+    except apsw.BusyError:
+        return False
+    finally:
+        conn.setbusytimeout(BUSY_TIMEOUT_MS)
+    return True

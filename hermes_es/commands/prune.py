@@ -16,7 +16,12 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from hermes_es.commands.delete import Deleted, delegate_tree, scrub_wal
+from hermes_es.commands.delete import (
+    Deleted,
+    delegate_tree,
+    drop_unreferenced_prompts,
+    scrub_wal,
+)
 from hermes_es.commands.delete import _remove as remove_stream
 from hermes_es.commands.optimize import merge_fts
 from hermes_es.commands.unit_of_work import Batch, Store
@@ -239,6 +244,7 @@ def execute_prune(
             removed += sum(len(u.members) + len(u.delegates) for u in chunk)
             if progress is not None:
                 progress(min(removed, total), total)
-    if done:
-        scrub_wal(store)
+        drop_unreferenced_prompts(batch, store)
+    if done and not scrub_wal(store):
+        done = [msgspec.structs.replace(d, scrubbed=False) for d in done]
     return done

@@ -46,3 +46,15 @@ class PromptsProjector:
 
     def forget(self, conn: apsw.Connection, session_id: str) -> None:
         """Prompts are shared between sessions and hold no conversation text."""
+
+    def unreferenced(self, conn: apsw.Connection) -> list[str]:
+        """Hashes of stored prompts no remaining session sends (after a delete)."""
+        rows = conn.execute(
+            f"SELECT sha256 FROM {self.table} WHERE sha256 NOT IN"
+            f" (SELECT prompt_hash FROM {self.table.removesuffix('prompts')}sessions)"
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def drop(self, conn: apsw.Connection, sha: str) -> None:
+        """Remove one stored prompt's row."""
+        conn.execute(f"DELETE FROM {self.table} WHERE sha256 = ?", (sha,))
