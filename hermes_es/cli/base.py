@@ -38,6 +38,13 @@ class HermesGroup(click.Group):
             raise HermesCommandError(exc) from exc
         except apsw.BusyError as exc:
             raise click.ClickException(f"state.db stayed locked by another process: {exc}") from exc
+        except apsw.Error as exc:
+            where = ctx.find_root().obj
+            path = where.db_path if isinstance(where, Hermes) else "state.db"
+            raise click.ClickException(f"{path}: {exc}") from exc
+        except OSError as exc:
+            target = f": {exc.filename}" if exc.filename else ""
+            raise click.ClickException(f"{exc.strerror or exc}{target}") from exc
 
 
 class LazyGroup(HermesGroup):
