@@ -147,6 +147,8 @@ def _print_repair(report: RepairReport) -> None:
     if report.applied:
         cleared = sum(1 for row in report.rows if row.cleared)
         click.echo(f"cleared {cleared} stored prompt(s); each rebuilds on its next turn")
+    elif pending and report.explicit:
+        click.echo("dry run: the named session's stored prompt will be cleared on --apply")
     elif pending:
         click.echo(f"dry run: {len(pending)} stored prompt(s) would be cleared; rerun with --apply")
     else:
@@ -157,8 +159,10 @@ def _row_line(row: RepairRow, applied: bool) -> str:
     """One session's line: id, class, what happens to it and why."""
     if row.cleared:
         action = "cleared"
+    elif row.action == "clear" and applied:
+        action = "not cleared (changed since the scan)"
     elif row.action == "clear":
-        action = "not cleared (changed since the scan)" if applied else "would clear"
+        action = "will be cleared on --apply" if row.explicit else "would clear"
     else:
         action = "unchanged"
     title = f" ({row.title})" if row.title else ""

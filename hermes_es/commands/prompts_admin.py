@@ -52,12 +52,16 @@ class RepairRow(msgspec.Struct, frozen=True, kw_only=True):
     title: str
     kind: RepairClass
     explanation: str
+    """Why the row gets its action: the class's explanation, or for a session named
+    explicitly, what the scan found plus that naming it clears it whatever its class."""
     prompt_hash: str
     tools: list[str] | None
     action: Action
     """``clear`` when applying would clear this row's stored prompt."""
     cleared: bool = False
     """Whether the stored prompt was actually cleared (only with apply)."""
+    explicit: bool = False
+    """True when this session was named on the command line (cleared whatever its class)."""
 
 
 class RepairReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -104,6 +108,19 @@ def scan_prompts(conn: apsw.Connection, session_ref: str | None = None) -> Repai
     return RepairReport(rows=verdicts, counts=counts, explicit=explicit)
 
 
+_FINDINGS: dict[RepairClass, str] = {
+    "candidate": "the stored prompt lacks the Skill Safety guidance although the session's "
+    "tools include skill_manage",
+    "unverifiable_no_pin": "the stored prompt lacks the Skill Safety guidance and the session "
+    "has no readable tools pin",
+    "unverifiable_memory_only": "the stored prompt lacks the Skill Safety guidance and the "
+    "tools pin is memory-only",
+    "healthy": "the stored prompt matches its tools pin",
+    "no_prompt": "the session has no stored prompt",
+}
+"""What the scan found, without the scan's own verdict (for sessions named explicitly)."""
+
+
 def _verdict(row: PromptRow, text: str | None, explicit: bool) -> RepairRow:
     """Classify one row and decide whether applying clears it."""
     kind = classify(text if row.prompt_hash else None, row.tools)
@@ -112,10 +129,19 @@ def _verdict(row: PromptRow, text: str | None, explicit: bool) -> RepairRow:
         session_id=row.session_id,
         title=row.title,
         kind=kind,
-        explanation=explain(kind),
+        explanation=_explicit_explanation(kind) if explicit and clear else explain(kind),
         prompt_hash=row.prompt_hash,
         tools=row.tools,
         action="clear" if clear else "none",
+        explicit=explicit,
+    )
+
+
+def _explicit_explanation(kind: RepairClass) -> str:
+    """The explanation of a session named explicitly: the finding, kept as information."""
+    return (
+        f"named explicitly, so --apply clears it whatever its class and its next turn "
+        f"rebuilds the prompt (scan finding: {_FINDINGS[kind]})"
     )
 
 

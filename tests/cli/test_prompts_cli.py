@@ -151,10 +151,18 @@ def test_repair_named_session_is_cleared_explicitly(tmp_path: Path, kind: str) -
     ids = make_sessions(tmp_path)
     dry = run(tmp_path, "sessions", "repair-prompts", ids[kind])
     assert dry.exit_code == 0, dry.output
-    assert "would clear" in dry.output and stored(tmp_path, ids[kind]) == DEGRADED
+    assert f"{ids[kind]}: unverifiable_{kind}, will be cleared on --apply - named explicitly" in (
+        dry.output
+    )
+    assert "will be cleared on --apply" in dry.output.splitlines()[-1]
+    assert "not changed" not in dry.output and "would clear" not in dry.output
+    assert stored(tmp_path, ids[kind]) == DEGRADED
     applied = run(tmp_path, "sessions", "repair-prompts", ids[kind], "--apply", "--json")
     data = json.loads(applied.output)
     assert data["applied"] is True and data["cleared"] == 1
+    [row] = data["sessions"]
+    assert row["kind"] == f"unverifiable_{kind}" and row["explicit"] is True
+    assert row["explanation"].startswith("named explicitly, so --apply clears it")
     assert stored(tmp_path, ids[kind]) is None
     assert stored(tmp_path, ids["candidate"]) == DEGRADED
 
@@ -174,3 +182,22 @@ def test_refresh_in_a_real_subprocess(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("1 session holds a stored prompt")
     assert pending(tmp_path) == {ids["candidate"]}
+
+
+def test_repair_named_healthy_session_says_it_will_be_cleared(tmp_path: Path) -> None:
+    """A named healthy session is cleared explicitly, its class kept only as information."""
+    ids = make_sessions(tmp_path)
+    dry = run(tmp_path, "sessions", "repair-prompts", ids["healthy"])
+    assert dry.exit_code == 0, dry.output
+    line = dry.output.splitlines()[0]
+    assert line.startswith(f"{ids['healthy']}: healthy, will be cleared on --apply - ")
+    assert "scan finding: the stored prompt matches its tools pin" in line
+    assert "nothing to repair" not in dry.output and "would clear" not in dry.output
+    data = json.loads(run(tmp_path, "sessions", "repair-prompts", ids["healthy"], "--json").output)
+    [row] = data["sessions"]
+    assert (row["kind"], row["action"], row["explicit"]) == ("healthy", "clear", True)
+    assert row["explanation"] in line
+    assert stored(tmp_path, ids["healthy"]) == HEALTHY
+    applied = run(tmp_path, "sessions", "repair-prompts", ids["healthy"], "--apply")
+    assert f"{ids['healthy']}: healthy, cleared - named explicitly" in applied.output
+    assert stored(tmp_path, ids["healthy"]) is None
