@@ -313,7 +313,8 @@ def check_config(config_path: Path, environ: Mapping[str, str]) -> list[Finding]
                 check="config.load",
                 level="error",
                 message=str(exc),
-                fix=f"fix {config_path} (hermes uses its defaults until it loads)",
+                fix=f"fix {config_path}; commands that read the config (such as hermes chat) "
+                "refuse to run until it is fixed",
             )
         )
     if loaded is not None:

@@ -246,6 +246,20 @@ def test_invalid_config_is_an_error(tmp_path: Path) -> None:
     assert data["ok"] is False and data["errors"] == 1
     load = next(row for row in data["findings"] if row["check"] == "config.load")
     assert "max_turns" in load["message"]
+    assert "refuse to run until it is fixed" in load["fix"]
+    assert "defaults" not in load["fix"]
+
+
+def test_invalid_config_fix_matches_what_chat_does(tmp_path: Path) -> None:
+    """Doctor says config readers refuse to run, and chat does refuse with the same problem."""
+    write_config(tmp_path, "max_turns: lots\n")
+    report = run(tmp_path, "doctor")
+    assert report.exit_code == 1
+    assert "commands that read the config" in report.output
+    assert "uses its defaults" not in report.output
+    chat = run(tmp_path, "chat", "-q", "hello")
+    assert chat.exit_code == 1
+    assert "Error:" in chat.output and "max_turns" in chat.output
 
 
 def test_old_gateway_session_is_continued_not_reset(tmp_path: Path) -> None:
