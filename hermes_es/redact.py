@@ -328,6 +328,7 @@ _RULES: tuple[_Rule, ...] = (
     _fixed("stripe_key", rf"{_B}(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{{16,}}{_E}"),
     _fixed("stripe_key", rf"{_B}whsec_[A-Za-z0-9]{{24,}}{_E}"),
     _fixed("google_api_key", rf"{_B}AIza[0-9A-Za-z_-]{{35}}{_E}"),
+    _fixed("gcp_access_token", rf"{_B}ya29\.[A-Za-z0-9_-]{{20,}}"),
     _fixed("groq_key", rf"{_B}gsk_[A-Za-z0-9]{{20,}}{_E}"),
     _fixed("huggingface_token", rf"{_B}hf_[A-Za-z0-9]{{30,}}{_E}"),
     _fixed("xai_key", rf"{_B}xai-[A-Za-z0-9]{{40,}}{_E}"),

@@ -44,6 +44,8 @@ PROVIDER_SECRETS: list[tuple[str, str]] = [
     ("anthropic_key", "sk-ant-api03-" + fake(80) + "-" + fake(12) + "AA"),
     ("openrouter_key", "sk-or-v1-" + fake(64, HEX)),
     ("google_api_key", "AIza" + "Sy" + fake(33)),
+    ("gcp_access_token", "ya29" + "." + fake(40) + "-" + fake(20) + "_" + fake(60)),
+    ("gcp_access_token", "ya29" + "." + fake(20)),
     ("groq_key", "gsk_" + fake(52)),
     ("huggingface_token", "hf_" + fake(34)),
     ("stripe_key", "sk_" + "live_" + fake(24)),
@@ -227,6 +229,19 @@ def test_labelled_secret_is_redacted_and_label_kept(
     assert marker(kind) in out
 
 
+def test_gcp_access_token_in_authorization_header_keeps_scheme() -> None:
+    """A ya29 token in a Bearer header becomes a gcp_access_token marker; the scheme stays."""
+    token = "ya29" + "." + fake(30) + "-" + fake(90)
+    for text in (
+        f"Authorization: Bearer {token}",
+        f'curl -H "Authorization: Bearer {token}" https://www.googleapis.com/drive/v3/files',
+        json.dumps({"headers": {"Authorization": f"Bearer {token}"}}),
+    ):
+        out, stats = redact_with_stats(text)
+        assert out == text.replace(token, marker("gcp_access_token"))
+        assert dict(stats.by_kind) == {"gcp_access_token": 1}
+
+
 def test_url_password_keeps_user_and_host() -> None:
     """``scheme://user:pass@host`` keeps the user, host, port and path; only the password goes."""
     url = "redis://cache:" + fake(20) + "@redis.internal:6379/0"
@@ -313,6 +328,10 @@ ORDINARY_TEXT = [
     "The gsk_ and hf_ prefixes identify Groq and Hugging Face keys.",
     "Keys start with sk- followed by random characters.",
     "AKIA is the prefix of an access key id.",
+    "ya29 is the prefix of a Google OAuth access token.",
+    "Tokens look like ya29.<random> and expire after an hour.",
+    "ya29.short_token is too short to be one.",
+    "the file ya29.json and the host ya29.example.com",
     "eyJ is base64 for the start of a JSON object.",
     "-----BEGIN PUBLIC KEY----- marks a public key.",
     "port: 5432, retries: 3, pin 1234",

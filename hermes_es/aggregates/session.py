@@ -17,6 +17,7 @@ from hermes_es.aggregates.state import SessionState
 from hermes_es.aggregates.validation import (
     check_parent_kind,
     check_role,
+    check_session_id,
     check_source,
     check_title,
     content_text,
@@ -43,6 +44,7 @@ def start(
     **fields: Any,
 ) -> list[ev.Event]:
     """Decide the events that create a session."""
+    check_session_id(session_id)
     check_source(source)
     if parent_id and not parent_kind:
         raise ValidationError("a parent session needs a parent kind", subject=parent_id)

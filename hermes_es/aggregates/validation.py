@@ -1,4 +1,4 @@
-"""Input rules shared by the session commands: roles, content, titles, source tags."""
+"""Input rules shared by the session commands: session ids, roles, content, titles, sources."""
 
 from __future__ import annotations
 
@@ -11,6 +11,29 @@ from hermes_es.events import PARENT_KINDS, ROLES
 
 MAX_TITLE = 100
 _SOURCE_RE = re.compile(r"^[a-z][a-z0-9_.-]{0,31}$")
+MAX_SESSION_ID = 128
+_SESSION_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+def check_session_id(sid: str) -> str:
+    """Return ``sid`` when it is 1-128 of ``A-Za-z0-9_.-``, starting with a letter or digit.
+
+    Colons are refused because ``prompt:`` and ``receipt:`` name other streams; control
+    characters, path separators, ``.`` and ``..`` are refused so an id is safe in files and logs.
+    """
+    if _SESSION_ID_RE.fullmatch(sid) is not None:
+        return sid
+    if not sid:
+        reason = "it is empty"
+    elif len(sid) > MAX_SESSION_ID:
+        reason = f"it is {len(sid)} characters long; the limit is {MAX_SESSION_ID}"
+    elif ":" in sid:
+        reason = "':' is reserved for other streams (prompt:, receipt:)"
+    elif _has_control(sid):
+        reason = "it contains control characters"
+    else:
+        reason = "use letters, digits, '_', '.', '-', starting with a letter or digit"
+    raise ValidationError(f"invalid session id {sid!r}: {reason}", subject=sid[:MAX_SESSION_ID])
 
 
 def check_role(role: str) -> str:

@@ -8,6 +8,7 @@ import apsw
 import msgspec
 
 from hermes_es import events as ev
+from hermes_es.errors import ValidationError
 from hermes_es.projections.base import Change
 from hermes_es.projections.messages import MessagesProjector
 
@@ -80,10 +81,24 @@ def messages_of(
     return [_row(r) for r in rows]
 
 
+def _last_version(conn: apsw.Connection, session_id: str) -> int:
+    rows = conn.execute(
+        "SELECT MAX(originator_version) FROM events WHERE originator_id = ?", (session_id,)
+    ).fetchall()
+    return int(rows[0][0] or 0)
+
+
 def messages_as_of(
     conn: apsw.Connection, session_id: str, version: int, *, scope: str = "display"
 ) -> list[TranscriptMessage]:
-    """The transcript as it stood at stream ``version``, replayed from the log."""
+    """The transcript as it stood at stream ``version`` (1..last), replayed from the log."""
+    last = _last_version(conn, session_id)
+    if not 1 <= version <= last:
+        raise ValidationError(
+            f"session {session_id} has only {last} events; --as-of must be 1..{last}, "
+            f"got {version}",
+            subject=session_id,
+        )
     rows = conn.execute(
         "SELECT originator_version, topic, state FROM events WHERE originator_id = ?"
         " AND originator_version <= ? ORDER BY originator_version",

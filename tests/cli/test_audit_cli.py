@@ -157,6 +157,24 @@ def test_show_as_of_must_be_positive(store: Path) -> None:
     assert "Error: --as-of must be a positive event version, got 0" in result.stderr
 
 
+@pytest.mark.parametrize("version", ["8", "999"])
+def test_show_as_of_past_last_version_is_refused(store: Path, version: str) -> None:
+    """--as-of beyond the session's last event exits 1 naming the valid range, not rc 0."""
+    result = run(store, "sessions", "show", SID, "--as-of", version)
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr.startswith(
+        f"Error: session {SID} has only 7 events; --as-of must be 1..7, got {version}"
+    )
+
+
+def test_show_as_of_last_version_is_current(store: Path) -> None:
+    """--as-of at exactly the last version equals the current transcript."""
+    last = as_json(run(store, "sessions", "show", SID, "--as-of", "7", "--json"))["messages"]
+    now = as_json(run(store, "sessions", "show", SID, "--json"))["messages"]
+    assert last == now
+
+
 def test_verify_passes(store: Path) -> None:
     """verify exits 0 and says the projections match the log."""
     result = run(store, "sessions", "verify")

@@ -94,6 +94,19 @@ def test_gateway_session_id_has_eight_hex(engine: SessionEngine) -> None:
     assert len(sid.rsplit("_", 1)[1]) == 8
 
 
+@pytest.mark.parametrize("bad", ["receipt:zzz", "prompt:" + "ab" * 32, "a\nb", "../../evil"])
+def test_start_session_refuses_invalid_id_and_stores_nothing(
+    engine: SessionEngine, home: Path, bad: str
+) -> None:
+    """A bad explicit session id is refused by name; not even its system prompt is stored."""
+    with pytest.raises(ValidationError, match="invalid session id") as info:
+        engine.start_session("cli", session_id=bad, cwd="", system_prompt="You are terse.")
+    assert repr(bad) in info.value.message
+    assert event_count(engine) == 0
+    assert rows(engine, "SELECT COUNT(*) FROM sessions") == [(0,)]
+    assert_verified(home / "state.db")
+
+
 def test_append_message_and_turn_assign_contiguous_seqs(engine: SessionEngine) -> None:
     """Messages get 0, 1, 2, … and a whole turn is appended as one event."""
     sid = engine.start_session("cli", cwd="")
