@@ -139,13 +139,17 @@ def _save(app: ChatApp, arg: str) -> None:
     from hermes_es.errors import GuardError
 
     assert app.chat is not None
-    fmt, _, where = arg.partition(" ")
+    words = arg.strip().split(" ")
+    force = "--force" in words
+    fmt, _, where = " ".join(w for w in words if w != "--force").partition(" ")
     fmt = fmt.strip().lower() or "md"
     if fmt not in ("md", "html", "json"):
-        raise UsageError("usage: /save md|html|json [PATH]")
+        raise UsageError("usage: /save md|html|json [PATH] [--force]  (--force overwrites PATH)")
     target = Path(where.strip()).expanduser() if where.strip() else Path.cwd()
     try:
-        saved = save_session(app.engine, app.chat.session_id, fmt, target, config=app.config)
+        saved = save_session(
+            app.engine, app.chat.session_id, fmt, target, force=force, config=app.config
+        )
     except GuardError as exc:
         click.echo(f"Error {exc.code}: {exc.message}", err=True)
         return

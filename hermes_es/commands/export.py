@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -24,6 +26,7 @@ from hermes_es.export import backup, render
 from hermes_es.export.names import file_stem, unique_names
 from hermes_es.export.select import delegate_tree, display_version, lineage_of
 from hermes_es.export.snapshot import read_snapshot
+from hermes_es.redact import redact
 
 if TYPE_CHECKING:  # plain exports never import the write side (eventsourcing)
     from hermes_es.commands.delete import Deleted
@@ -165,17 +168,54 @@ def _offset(tick: Callable[[int, int], None], base: int, total: int) -> Callable
     return lambda n: tick(base + n, total)
 
 
-def _write(path: Path, chunks: Iterable[bytes]) -> str:
+def _exists_error(path: Path) -> ValidationError:
+    return ValidationError(
+        f"{path} already exists; pass --force to overwrite it", subject=str(path)
+    )
+
+
+def _publish(tmp: Path, path: Path, replace: bool) -> None:
+    """Move the finished ``tmp`` to ``path``; without ``replace`` never clobber a file there.
+
+    An overwritten file keeps its permission bits (the new content gets the old mode).
+    """
+    if replace:
+        try:
+            old = path.stat()
+        except FileNotFoundError:
+            pass
+        else:
+            if stat.S_ISREG(old.st_mode):
+                os.chmod(tmp, stat.S_IMODE(old.st_mode))
+        os.replace(tmp, path)
+        return
+    try:
+        os.link(tmp, path)  # atomic: fails if anything (even a dangling link) is at ``path``
+    except FileExistsError:
+        raise _exists_error(path) from None
+    except OSError:  # a file system without hard links: check, then move
+        if os.path.lexists(path):
+            raise _exists_error(path) from None
+        os.replace(tmp, path)
+        return
+    os.unlink(tmp)
+
+
+def _write(path: Path, chunks: Iterable[bytes], *, replace: bool = True) -> str:
     digest = hashlib.sha256()
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        for chunk in chunks:
-            digest.update(chunk)
-            out.write(chunk)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = Path(name)  # created 0600 and exclusively: never truncates someone else's file
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for chunk in chunks:
+                digest.update(chunk)
+                out.write(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+        _publish(tmp, path, replace)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
     return digest.hexdigest()
 
 
@@ -186,20 +226,21 @@ def _prepare_dir(output: Path, names: Sequence[str], force: bool) -> None:
         )
     if not force:
         for name in [*names, MANIFEST]:
-            if (output / name).exists():
-                raise ValidationError(
-                    f"{output / name} already exists; pass --force to overwrite it",
-                    subject=str(output / name),
-                )
+            if os.path.lexists(output / name):
+                raise _exists_error(output / name)
 
 
-def _titles(conn: apsw.Connection, ids: Sequence[str]) -> dict[str, str]:
+def _titles(
+    conn: apsw.Connection, ids: Sequence[str], *, redact_secrets: bool = False
+) -> dict[str, str]:
+    """Each session's title, redacted when asked (it names files and fills the manifest)."""
     out: dict[str, str] = {}
     for sid in ids:
         rows = conn.execute("SELECT title FROM sessions WHERE id = ?", (sid,)).fetchall()
         if not rows:
             raise ValidationError(f"no session {sid!r} to export", subject=sid)
-        out[sid] = str(rows[0][0])
+        title = str(rows[0][0])
+        out[sid] = redact(title) if redact_secrets else title
     return out
 
 
@@ -219,7 +260,7 @@ def export_sessions(
     opts = opts if opts.at else msgspec.structs.replace(opts, at=round(time.time(), 3))
     tick = progress or (lambda done, total: None)
     with read_snapshot(conn):
-        titles = _titles(conn, session_ids)
+        titles = _titles(conn, session_ids, redact_secrets=opts.redact)
         for sid in session_ids:
             guard_export(conn, sid, opts)
         total = sum(backup.count_rows(conn, sid) for sid in session_ids)
@@ -305,6 +346,22 @@ def export_then_delete(
     return VerifiedDelete(files=files, deleted=[d.session_id for d in deleted])
 
 
+def _save_new(folder: Path, stem: str, extension: str, data: bytes) -> tuple[Path, str]:
+    """Write ``data`` to the first free ``stem[-N]extension`` in ``folder`` (never overwrites)."""
+    for n in range(1, 10_000):
+        target = folder / f"{stem}{extension if n == 1 else f'-{n}{extension}'}"
+        if os.path.lexists(target):
+            continue
+        try:
+            return target, _write(target, [data], replace=False)
+        except ValidationError:  # taken meanwhile: try the next name
+            if not os.path.lexists(target):
+                raise
+    raise ValidationError(
+        f"no free file name for {stem}{extension} in {folder}", subject=str(folder)
+    )
+
+
 def _connection(engine_or_conn: SessionEngine | apsw.Connection) -> apsw.Connection:
     if isinstance(engine_or_conn, apsw.Connection):
         return engine_or_conn
@@ -318,13 +375,17 @@ def save_session(
     path: str | os.PathLike[str],
     *,
     redact: bool = False,
+    force: bool = False,
     config: HermesConfig | None = None,
 ) -> ExportedFile:
     """``/save md|qmd|html|json|jsonl``: write one session to ``path`` (a file, or a directory).
 
     ``json``/``jsonl`` are backups of every stored row and are refused with
     ``GuardError(code=4131)`` above ``sessions.max_export_messages``; md/html hold the display
-    history. Returns the written file's name, message count, SHA-256 and display version.
+    history. An existing file is refused (``ValidationError`` naming it) unless ``force``, and
+    then keeps its permissions; in a directory a new name is picked (``-2``, ``-3``, ...), so an
+    earlier save is never overwritten. Returns the written file's name, message count, SHA-256
+    and display version.
     """
     conn = _connection(engine_or_conn)
     opts = ExportOptions(
@@ -332,15 +393,20 @@ def save_session(
     )
     check_options(opts)
     target = Path(path).expanduser()
+    into_dir = target.is_dir()
+    if not into_dir and not force and os.path.lexists(target):
+        raise _exists_error(target)
     with read_snapshot(conn):
-        title = _titles(conn, [session_id])[session_id]
-        if target.is_dir():
-            target = target / unique_names([file_stem(session_id, title)], opts.extension())[0]
+        title = _titles(conn, [session_id], redact_secrets=redact)[session_id]
+        stem = file_stem(session_id, title)
         version = display_version(conn, session_id)
         data, count = render_bytes(conn, session_id, opts)
         lineage = lineage_of(conn, session_id)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    sha = _write(target, [data])
+    if into_dir:
+        target, sha = _save_new(target, stem, opts.extension(), data)
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        sha = _write(target, [data], replace=force)
     return ExportedFile(
         file=str(target), session_id=session_id, title=title, format=fmt, only=None,
         messages=count, lineage=lineage, sha256=sha, display_version=version, redacted=redact,

@@ -61,18 +61,27 @@ def max_import_messages(config: HermesConfig | None) -> int:
 
 
 def backup_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
-    """The files to read: each path, or every ``.jsonl``/``.json`` backup in a directory."""
+    """The files to read: each path, or every ``.jsonl``/``.json`` backup in a directory.
+
+    A directory holding no backup file is an error (an empty backup is not a successful one).
+    """
     out: list[Path] = []
     for raw in paths:
         path = Path(raw).expanduser()
         if path.is_dir():
-            out += sorted(
+            found = sorted(
                 p
                 for p in path.iterdir()
                 if p.suffix in (".jsonl", ".json")
                 and p.name != "manifest.jsonl"
                 and ".prompts." not in p.name
             )
+            if not found:
+                raise ValidationError(
+                    f"no backup files (*.jsonl, *.json) in {path}; nothing was imported",
+                    subject=str(path),
+                )
+            out += found
         elif path.is_file():
             out.append(path)
         else:
@@ -112,11 +121,19 @@ def _decode(path: Path, line: int, data: bytes) -> BackupLine:
 
 
 def read_backup_file(path: Path) -> list[BackupLine]:
-    """Decode every object of one file (``.json``: one document; else one per line)."""
+    """Decode every object of one file (``.json``: one document; else one per line).
+
+    A file holding no backup object (empty, or blank lines only) is refused, naming the file.
+    """
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise ValidationError(f"cannot read {path}: {exc}", subject=str(path)) from exc
+    if not data.strip():
+        raise ValidationError(
+            f"{path}: empty backup file (no sessions in it); nothing was imported",
+            subject=str(path),
+        )
     if path.suffix == ".json":
         return [_decode(path, 1, data)]
     out = []

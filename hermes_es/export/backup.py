@@ -119,25 +119,42 @@ _ROWS = (
 
 
 def read_meta(conn: apsw.Connection, session_id: str, *, secret: bool = False) -> BackupSession:
-    """The session's backup metadata (no messages); ``secret`` redacts the stored prompt."""
+    """The session's backup metadata (no messages); ``secret`` redacts its free text."""
     rows = conn.execute(_META, (session_id,)).fetchall()
     if not rows:
         raise SessionNotFoundError(f"no session {session_id!r} to export", subject=session_id)
     r = rows[0]
     started = started_event(conn, session_id)
     prompt = None if r[21] is None else str(r[21])
-    return BackupSession(
+    meta = BackupSession(
         id=session_id, source=r[0], profile=r[1], user_id=r[2], model=r[3], reasoning=r[4],
         title=r[5], title_kind=r[6], parent_id=r[7], parent_kind=r[8], continued_into=r[9],
         cwd=r[10], workspace_key=r[11], started_at=r[12], ended=bool(r[13]), end_reason=r[14],
         pinned=bool(r[15]), archived=r[16], hidden=bool(r[17]), tokens_in=r[18],
         tokens_out=r[19], tools=_TOOLS.decode(r[20]) if r[20] else None,
-        system_prompt=redact(prompt) if secret and prompt else prompt,
+        system_prompt=prompt,
         platform=started.platform if started else "",
         chat_id=started.chat_id if started else "",
         model_config=dict(started.model_config) if started else {},
         launch_flags=dict(started.launch_flags) if started else {},
     )  # fmt: skip
+    return scrub_meta(meta) if secret else meta
+
+
+def scrub_meta(meta: BackupSession) -> BackupSession:
+    """The metadata with secrets redacted from its free text: title, paths, prompt, settings."""
+    config: Any = redact_value(meta.model_config)
+    flags: Any = redact_value(meta.launch_flags)
+    return msgspec.structs.replace(
+        meta,
+        title=redact(meta.title),
+        cwd=redact(meta.cwd),
+        workspace_key=redact(meta.workspace_key),
+        end_reason=redact(meta.end_reason),
+        system_prompt=redact(meta.system_prompt) if meta.system_prompt else meta.system_prompt,
+        model_config=config,
+        launch_flags=flags,
+    )
 
 
 def _message(r: tuple[Any, ...]) -> BackupMessage:

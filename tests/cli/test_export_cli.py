@@ -151,3 +151,73 @@ def test_import_needs_files_or_hermes_db(home: Path) -> None:
     """Import with neither (or both) sources is a usage error."""
     result = invoke(home, "sessions", "import")
     assert result.exit_code == 2  # type: ignore[attr-defined]
+
+
+def test_import_empty_file_or_folder_fails(home: Path, tmp_path: Path) -> None:
+    """An empty backup file or folder exits 1 with an Error naming it, never 'Imported 0'."""
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    folder = tmp_path / "nothing"
+    folder.mkdir()
+    for target, said in ((empty, "empty backup file"), (folder, "no backup files")):
+        result = run(home, "sessions", "import", str(target))
+        assert result.returncode == 1, result.stdout
+        assert f"Error: {target}" in result.stderr or f"in {target}" in result.stderr
+        assert said in result.stderr and "Imported" not in result.stdout
+
+
+def test_redacted_export_scrubs_the_title(tmp_path: Path) -> None:
+    """`sessions export --source cli --redact` leaves no key in the body, manifest or file name."""
+    key = "sk-proj-" + "Q1w2E3r4T5y6U7i8O9p0A1s2D3f4G5h6J7k8L9z0X1c2V3b4"
+    h = tmp_path / "home"
+    engine = open_engine(h)
+    sid = engine.start_session("cli", session_id="20240101_000000_rrrrrr", title=f"key {key}")
+    engine.append_message(sid, "user", "hello")
+    engine.close()
+    for fmt in ("jsonl", "md"):
+        out = tmp_path / f"o-{fmt}"
+        result = run(
+            h, "sessions", "export", str(out), "--source", "cli", "--redact", "--format", fmt
+        )
+        assert result.returncode == 0, result.stderr
+        names = [p.name for p in out.iterdir()]
+        assert len(names) == 2 and not any("sk-proj" in n for n in names)
+        for path in out.iterdir():
+            assert key not in path.read_text()
+        assert "[REDACTED:" in json.loads((out / "manifest.jsonl").read_text())["title"]
+
+
+def test_chat_save_refuses_existing_file_unless_forced(tmp_path: Path) -> None:
+    """/save onto an existing file prints Error: and keeps it; /save ... --force overwrites it."""
+    import os
+
+    import pexpect
+
+    target = tmp_path / "hosts"
+    target.write_text("keep me\n")
+    target.chmod(0o644)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TMUX", "HERMES_"))}
+    env.update({"HERMES_HOME": str(tmp_path), "COLUMNS": "200", "NO_COLOR": "1"})
+    child = pexpect.spawn(
+        sys.executable,
+        ["-c", "from hermes_es.cli import main; main()"],
+        env=env,
+        cwd=str(tmp_path),
+        encoding="utf-8",
+        timeout=30,
+    )
+
+    def say(line: str) -> str:
+        child.sendline(line)
+        child.expect_exact("hermes> ")
+        return str(child.before)
+
+    child.expect_exact("hermes> ")
+    say("hello")
+    refused = say(f"/save md {target}")
+    assert "Error:" in refused and "already exists" in refused and "Traceback" not in refused
+    assert target.read_text() == "keep me\n"
+    assert "Saved" in say(f"/save md {target} --force")
+    assert target.read_text().startswith("# ") and target.stat().st_mode & 0o777 == 0o644
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)

@@ -345,3 +345,67 @@ def test_export_reads_one_snapshot(tmp_path: Path) -> None:
     assert fired
     assert "LATE WRITE" not in (tmp_path / "o" / files[1].file).read_text()
     assert files[1].display_version == before < a.get(s2).display_version
+
+
+def test_redaction_scrubs_title_manifest_and_file_name(tmp_path: Path) -> None:
+    """--redact scrubs a secret in the title from the file body, manifest and file name."""
+    a = open_engine(tmp_path / "a")
+    key = "sk-proj-" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2H1g0F9e8D7c6"
+    sid = a.start_session(
+        "cli",
+        session_id="20240101_000000_tttttt",
+        title=f"key {key}",
+        cwd=f"/srv/{key}",
+        model_config={"api_key": key},
+    )
+    a.append_message(sid, "user", "plain words stay")
+    for fmt in ("jsonl", "md", "qmd", "html"):
+        out = tmp_path / fmt
+        files = export_sessions(
+            a.store.connection(), out, [sid], ExportOptions(fmt=fmt, redact=True)
+        )
+        body = (out / files[0].file).read_text()
+        manifest = (out / "manifest.jsonl").read_text()
+        assert key not in body and key not in manifest, fmt
+        assert not any(key[:20] in p.name for p in out.iterdir()), fmt
+        assert "key [REDACTED:" in body and "plain words stay" in body
+        assert json.loads(manifest)["title"].startswith("key [REDACTED:")
+    saved = save_session(a, sid, "md", tmp_path / "s", redact=True)
+    assert key not in Path(saved.file).name and key not in Path(saved.file).read_text()
+    plain = export_sessions(a.store.connection(), tmp_path / "plain", [sid], ExportOptions())
+    assert key in (tmp_path / "plain" / plain[0].file).read_text()  # no --redact: kept
+
+
+def test_save_refuses_existing_file_unless_forced_and_keeps_its_mode(tmp_path: Path) -> None:
+    """save_session never overwrites a file silently; --force overwrites and keeps its mode."""
+    a = open_engine(tmp_path / "a")
+    sid = plain_session(a, "20240101_000000_uuuuuu", 2)
+    target = tmp_path / "hosts"
+    target.write_text("127.0.0.1 localhost\n")
+    target.chmod(0o644)
+    with pytest.raises(ValidationError, match=f"{target} already exists"):
+        save_session(a, sid, "md", target)
+    assert target.read_text() == "127.0.0.1 localhost\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "hosts"]  # no temp file left
+    saved = save_session(a, sid, "md", target, force=True)
+    assert saved.file == str(target) and target.read_text().startswith("# ")
+    assert target.stat().st_mode & 0o777 == 0o644
+    fresh = save_session(a, sid, "md", tmp_path / "new.md")
+    assert (tmp_path / "new.md").stat().st_mode & 0o777 == 0o600 and fresh.messages == 2
+
+
+def test_save_into_directory_picks_a_new_name(tmp_path: Path) -> None:
+    """Saving twice into one directory writes a second file (-2) and keeps the first one."""
+    a = open_engine(tmp_path / "a")
+    sid = plain_session(a, "20240101_000000_vvvvvv", 2)
+    out = tmp_path / "saves"
+    out.mkdir()
+    first = Path(save_session(a, sid, "md", out).file)
+    before = first.read_bytes()
+    a.append_message(sid, "user", "one more")
+    second = Path(save_session(a, sid, "md", out).file)
+    third = Path(save_session(a, sid, "md", out).file)
+    assert second.name == first.name.removesuffix(".md") + "-2.md"
+    assert third.name == first.name.removesuffix(".md") + "-3.md"
+    assert first.read_bytes() == before and b"one more" in second.read_bytes()
+    assert sorted(p.name for p in out.iterdir()) == sorted([first.name, second.name, third.name])
