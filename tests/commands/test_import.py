@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from hermes_es.commands.engine import SessionEngine
 from hermes_es.commands.export import ExportOptions, export_sessions
 from hermes_es.commands.importing import import_backups
 from hermes_es.errors import GuardError, ValidationError
+from hermes_es.projections.rebuild import verify
 from hermes_es.queries.transcript import messages_of
 
 try:  # --import-mode=importlib imports this file by its dotted path under the repository root
@@ -169,6 +171,31 @@ def test_invalid_value_inside_restore_imports_nothing(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match=r"v\.jsonl:2: invalid source tag"):
         import_backups(b.store, [path])
     assert _count(b) == 0
+
+
+@pytest.mark.parametrize("bad", ["receipt:zzz", "a\nb", "../../evil", ".", "x" * 129])
+def test_invalid_session_id_imports_nothing(tmp_path: Path, bad: str) -> None:
+    """A backup id that is not a safe session id refuses the import, naming file, line and id."""
+    path = _write(tmp_path / "i.jsonl", _line("ok"), _line(bad))
+    b = open_engine(tmp_path / "b")
+    with pytest.raises(ValidationError, match=r"i\.jsonl:2: invalid session id") as info:
+        import_backups(b.store, [path])
+    assert repr(bad) in info.value.message
+    assert _count(b) == 0
+    assert all(d.equal for d in verify(b.store.path))
+
+
+def test_prompt_stream_id_is_refused_as_invalid_not_as_conflict(tmp_path: Path) -> None:
+    """An id naming an existing prompt stream is refused as a reserved id, not a version clash."""
+    b = open_engine(tmp_path / "b")
+    import_backups(b.store, [_write(tmp_path / "one.jsonl", _line("s1", system_prompt="Be kind."))])
+    sha = hashlib.sha256(b"Be kind.").hexdigest()
+    path = _write(tmp_path / "p.jsonl", _line(f"prompt:{sha}", system_prompt="Be kind."))
+    with pytest.raises(ValidationError, match=r"p\.jsonl:1: invalid session id 'prompt:") as info:
+        import_backups(b.store, [path])
+    assert "reserved" in info.value.message
+    assert _count(b) == 1
+    assert all(d.equal for d in verify(b.store.path))
 
 
 def test_children_listed_before_parents_import(tmp_path: Path) -> None:
