@@ -167,7 +167,8 @@ def test_file_names_cannot_escape_output(tmp_path: Path) -> None:
     assert "/" not in file_stem("../../etc/passwd", "../../x")
     assert not file_stem("..", "").startswith(".")
     a = open_engine(tmp_path / "a")
-    sid = a.start_session("cli", session_id="../evil", title="../../../boom", cwd="/")
+    assert "/" not in file_stem("../evil", "") and file_stem("../evil", "") != "../evil"
+    sid = a.start_session("cli", session_id="evil..x", title="../../../boom", cwd="/")
     a.append_message(sid, "user", "hi")
     out = tmp_path / "deep" / "out"
     files = export_sessions(a.store.connection(), out, [sid], ExportOptions(fmt="md"))
