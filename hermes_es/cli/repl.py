@@ -26,7 +26,7 @@ HELP = """Commands:
   /title NAME        set this session's title
   /compress          archive older turns behind a summary
   /rewind [N]        remove the last N turns (default 1)
-  /save md|html|json save this session to a file
+  /save FMT [PATH]   save as md, html or json (an existing file needs --force)
   /sessions          recent sessions
   /resume NAME       switch to another session
   /reasoning LEVEL   set the reasoning effort (none, minimal, low, medium, high, xhigh)
