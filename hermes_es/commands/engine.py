@@ -358,8 +358,6 @@ class SessionEngine:
                 batch.record(
                     cid, agg.set_title(child, title, kind="lineage", at=batch.now, actor=self.actor)
                 )
-            if parent.archived == "sweep":
-                pass  # the child is live; the parent stays archived as part of the chain
             if drafts:
                 batch.record(cid, agg.append(child, drafts, at=batch.now, actor=self.actor))
             return cid

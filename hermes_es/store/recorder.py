@@ -109,9 +109,9 @@ class Checkpointer:
                 if self._stopping:
                     return
                 try:
-                    conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
-                except apsw.Error:
-                    pass  # busy with another checkpointer: the next request retries
+                    # Busy with another checkpointer: the next request retries.
+                    with suppress(apsw.Error):
+                        conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
                 finally:
                     self._pending = False
         finally:
