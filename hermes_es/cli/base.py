@@ -37,7 +37,10 @@ class HermesGroup(click.Group):
         except HermesError as exc:
             raise HermesCommandError(exc) from exc
         except apsw.BusyError as exc:
-            raise click.ClickException(f"state.db stayed locked by another process: {exc}") from exc
+            raise click.ClickException(
+                "state.db stayed locked by another process; nothing was changed;"
+                " try again ('hermes doctor' lists who holds it)"
+            ) from exc
         except apsw.Error as exc:
             where = ctx.find_root().obj
             path = where.db_path if isinstance(where, Hermes) else "state.db"

@@ -24,6 +24,7 @@ from hermes_es.errors import ConflictError, StoreBusyError, StoreError
 from hermes_es.projections.base import Change
 from hermes_es.projections.catalog import ProjectionSet, ensure_schema
 from hermes_es.projections.fts import register_tokenizer
+from hermes_es.store.db import BUSY_TIMEOUT_MS
 from hermes_es.store.recorder import ApswApplicationRecorder, ApswDatastore
 
 PERSISTENCE_MODULE = "hermes_es.store.persistence"
@@ -68,12 +69,16 @@ class Store:
             ) from exc
         except OperationalError as exc:
             raise StoreBusyError(
-                f"state.db at {self.path} stayed locked by another process: {exc}",
+                f"state.db at {self.path} stayed locked by another process for"
+                f" {BUSY_TIMEOUT_MS // 1000} s; nothing was changed; try again"
+                " ('hermes doctor' lists who holds it)",
                 subject=str(self.path),
             ) from exc
         except apsw.BusyError as exc:
             raise StoreBusyError(
-                f"state.db at {self.path} stayed locked by another process: {exc}",
+                f"state.db at {self.path} stayed locked by another process for"
+                f" {BUSY_TIMEOUT_MS // 1000} s; nothing was changed; try again"
+                " ('hermes doctor' lists who holds it)",
                 subject=str(self.path),
             ) from exc
         except (PersistenceError, apsw.IOError, apsw.FullError, apsw.ReadOnlyError) as exc:
