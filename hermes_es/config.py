@@ -71,6 +71,15 @@ def _default_toolsets() -> list[str]:
     return ["core"]
 
 
+class MediaConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """How attachments are turned into text."""
+
+    transcribe_command: list[str] = msgspec.field(default_factory=list)
+    """Audio transcriber: an argument list, ``{path}`` replaced by the file (empty: none)."""
+    transcribe_timeout: Annotated[float, msgspec.Meta(gt=0)] = 120.0
+    """Seconds the transcriber may run per file."""
+
+
 class HermesConfig(msgspec.Struct, frozen=True, kw_only=True):
     """The whole validated config.yaml."""
 
@@ -79,6 +88,7 @@ class HermesConfig(msgspec.Struct, frozen=True, kw_only=True):
     session: SessionConfig = msgspec.field(default_factory=SessionConfig)
     sessions: SessionsConfig = msgspec.field(default_factory=SessionsConfig)
     dashboard: DashboardConfig = msgspec.field(default_factory=DashboardConfig)
+    media: MediaConfig = msgspec.field(default_factory=MediaConfig)
     toolsets: list[str] = msgspec.field(default_factory=_default_toolsets)
     mcp_servers: dict[str, Any] = msgspec.field(default_factory=dict)
     terminal: dict[str, Any] = msgspec.field(default_factory=dict)
