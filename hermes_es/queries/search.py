@@ -85,6 +85,9 @@ _DETAILS = (
     " FROM messages m JOIN sessions s ON s.id = m.session_id WHERE m.id IN ({marks})"
 )
 SNIPPET_TOKENS = 16
+DETAILS_CHUNK = 1000
+"""Most candidates looked up in one ``IN (…)`` query (the first look-up asks for ``2 * limit``,
+so the common case reads only the rows it returns)."""
 
 
 class Highlighter:
@@ -158,9 +161,11 @@ def _hits_from(
     """The best ``limit`` pool entries that pass the filters, with snippets."""
     found: list[SearchHit] = []
     marker = Highlighter(conn, query)
-    chunk = 1000
-    for start in range(0, len(pool), chunk):
+    start, chunk = 0, max(2 * limit, 16)
+    while start < len(pool):
         part = pool[start : start + chunk]
+        start += len(part)
+        chunk = min(chunk * 4, DETAILS_CHUNK)
         sql = _DETAILS.format(marks=",".join("?" * len(part))) + where
         rows = {int(r[0]): r for r in conn.execute(sql, [*(i for _, i in part), *params])}
         for score, rowid in part:
