@@ -24,13 +24,14 @@ import click
 
 from hermes_es.cli.base import Hermes, get_hermes
 from hermes_es.cli.root import chat_options
-from hermes_es.errors import HermesError, UsageError, ValidationError
+from hermes_es.errors import HermesError, HolderError, UsageError, ValidationError
 
 if TYPE_CHECKING:
     import apsw
 
     from hermes_es.commands.chat import Chat
     from hermes_es.commands.engine import SessionEngine
+    from hermes_es.commands.holders import Holder, SessionTakenOverError
     from hermes_es.config import HermesConfig
     from hermes_es.responders.base import ChatMessage, Responder, TurnResult
 
@@ -43,6 +44,15 @@ def err(message: str) -> None:
 def resume_hint(session_id: str) -> str:
     """How to come back to a session."""
     return f"Session: {session_id}\nResume with: hermes --resume {session_id}"
+
+
+TAKEN_OVER_NEXT = "/new or /resume to continue elsewhere"
+
+
+def taken_over_notice(exc: SessionTakenOverError, what: str, *, next_step: str = "") -> str:
+    """``this session was taken over by pid N (hermes -r …); <what> — <next step>``."""
+    tail = f" — {next_step}" if next_step else ""
+    return f"{exc.message}; {what}{tail}"
 
 
 class LazyResponder:
@@ -162,6 +172,9 @@ class ChatApp:
         self._deferred: Deferred | None = None
         self._reader: apsw.Connection | None = None
         self._holder = contextlib.ExitStack()
+        self._lease: Holder | None = None
+        self.taken_over: SessionTakenOverError | None = None
+        """Set once another process took the current session over (the chat is read-only)."""
 
     # -- handles -----------------------------------------------------------------------------
 
@@ -224,7 +237,48 @@ class ChatApp:
 
         self._holder.close()
         self._holder = contextlib.ExitStack()
-        self._holder.enter_context(register_holder(self.hermes.db_path, kind, session_id))
+        self._lease = None
+        self._lease = self._holder.enter_context(
+            register_holder(self.hermes.db_path, kind, session_id)
+        )
+
+    # -- take-over -----------------------------------------------------------------------------
+
+    def guard(self) -> None:
+        """Before every write: raise ``SessionTakenOverError`` (and turn read-only) when another
+        process has taken this chat's session over (it marks this process's lease)."""
+        from hermes_es.commands.holders import SessionTakenOverError, check_taken_over
+        from hermes_es.commands.resume import WRITER_KIND
+
+        if self.taken_over is not None:
+            raise self.taken_over
+        lease = self._lease
+        if lease is None or lease.kind != WRITER_KIND:
+            return
+        try:
+            check_taken_over(lease)
+        except SessionTakenOverError as exc:
+            self._become_read_only(exc)
+            raise
+
+    def check_taken_over(self) -> SessionTakenOverError | None:
+        """The take-over of the current session, if any (the chat turns read-only then)."""
+        from hermes_es.commands.holders import SessionTakenOverError
+
+        try:
+            self.guard()
+        except SessionTakenOverError as exc:
+            return exc
+        return None
+
+    def _become_read_only(self, exc: SessionTakenOverError) -> None:
+        """Stop writing: keep watching the session as a viewer, not as its writer."""
+        from hermes_es.commands.resume import VIEWER_KIND
+
+        self.taken_over = exc
+        self.read_only = True
+        if self._lease is not None and self._lease.session_id:
+            self._hold(self._lease.session_id, VIEWER_KIND)
 
     def _crumb(self, session_id: str) -> None:
         from hermes_es.terminal import write_breadcrumb
@@ -255,6 +309,7 @@ class ChatApp:
             reasoning=reasoning,
             workspace=workspace,
             notify=notify,
+            guard=self.guard,
         )
         self._chat = chat
         self._session_id = session_id
@@ -283,6 +338,7 @@ class ChatApp:
             cwd=os.getcwd(),
         )
         self.read_only = False
+        self.taken_over = None
         self._hold(sid, WRITER_KIND)
         return self._build_chat(engine, sid, model=model, reasoning=None, workspace=Path.cwd())
 
@@ -309,6 +365,7 @@ class ChatApp:
             live_writers,
             recorded_cwd,
             restore_cwd,
+            take_over,
         )
 
         self.settle()
@@ -326,6 +383,11 @@ class ChatApp:
         if choice == "quit":
             raise HermesError("resume cancelled", subject=session_id)
         self.read_only = choice == "read-only"
+        self.taken_over = None
+        if choice == "take-over" and holders:
+            # Mark the other chats before recording anything: their next write stops there.
+            for taken in take_over(self.hermes.db_path, session_id):
+                err(f"↪ took over session {session_id} from {taken}; it is read-only now")
         if choice == "fork":
             from hermes_es.commands.chat import fork_session
 
@@ -406,6 +468,7 @@ class ChatApp:
 
 
 def _conflict_choice(options: dict[str, Any]) -> str | None:
+    """The live-chat conflict choice the flags make; more than one is a usage error."""
     chosen = [
         name
         for name, flag in (
@@ -416,7 +479,8 @@ def _conflict_choice(options: dict[str, Any]) -> str | None:
         if options.get(flag)
     ]
     if len(chosen) > 1:
-        raise UsageError(f"choose one of --take-over, --fork, --read-only (got {len(chosen)})")
+        given = " and ".join(f"--{name}" for name in chosen)
+        raise UsageError(f"choose one of --take-over, --fork, --read-only (got {given})")
     return chosen[0] if chosen else None
 
 
@@ -427,6 +491,7 @@ def _is_tty() -> bool:
 def run_from_options(ctx: click.Context, options: dict[str, Any]) -> None:
     """Run a chat from the root or ``chat`` options."""
     hermes = get_hermes(ctx)
+    conflict = _conflict_choice(options)  # conflicting flags are a usage error, resume or not
     slash = (options.get("slash") or "").strip()
     title = ""
     resume_ref = options.get("resume")
@@ -462,7 +527,7 @@ def run_from_options(ctx: click.Context, options: dict[str, Any]) -> None:
             ) from exc
     app = ChatApp(hermes, source=source, model=options.get("model"))
     try:
-        _open_chat(app, options, resume_ref, title, interactive, in_dir)
+        _open_chat(app, conflict, resume_ref, title, interactive, in_dir, options)
         if interactive:
             from hermes_es.cli.repl import run_repl
 
@@ -477,11 +542,23 @@ def run_from_options(ctx: click.Context, options: dict[str, Any]) -> None:
             raise UsageError("a read-only attach cannot send a message; drop --read-only")
         try:
             outcome = chat.send(text)
+        except HermesError as exc:
+            taken = app.taken_over
+            if taken is None or exc is not taken:
+                raise
+            if taken.reply:
+                click.echo(taken.reply)  # shown, not recorded: nothing the responder said is lost
+            what = (
+                "the reply above was not recorded" if taken.reply else "your message was not sent"
+            )
+            raise HolderError(taken_over_notice(taken, what), subject=chat.session_id) from exc
         finally:
             # A finite run is over: end it (non-destructive; its next message reopens it),
-            # so retention and prune treat it like any closed chat.
-            with contextlib.suppress(HermesError):
-                app.engine.end_session(chat.session_id, "run_complete")
+            # so retention and prune treat it like any closed chat; a session taken over by
+            # another process is no longer this run's to end.
+            if app.check_taken_over() is None:
+                with contextlib.suppress(HermesError):
+                    app.engine.end_session(chat.session_id, "run_complete")
         for note in outcome.attachments:
             err(f"📎 {note}")
         click.echo(outcome.reply)
@@ -511,11 +588,12 @@ def _resuming(options: dict[str, Any], resume_ref: str | None) -> bool:
 
 def _open_chat(
     app: ChatApp,
-    options: dict[str, Any],
+    conflict: str | None,
     resume_ref: str | None,
     title: str,
     interactive: bool,
     in_dir: str | None,
+    options: dict[str, Any],
 ) -> None:
     """Start a new session or resume the one the options name (deferred when interactive)."""
     from hermes_es.commands.resume import pick_session
@@ -536,7 +614,7 @@ def _open_chat(
     )
     app.resume_session(
         picked.session_id,
-        conflict=_conflict_choice(options),
+        conflict=conflict,
         interactive=interactive,
         restore=not options.get("no_restore_cwd") and in_dir is None,
         pin_dir=in_dir,

@@ -18,6 +18,7 @@ from hermes_es.errors import HermesError, UsageError
 
 if TYPE_CHECKING:
     from hermes_es.cli.chat import ChatApp
+    from hermes_es.commands.holders import SessionTakenOverError
     from hermes_es.queries.recap import Recap
 
 PROMPT = "hermes> "
@@ -89,9 +90,10 @@ def _sessions(app: ChatApp, _: str) -> None:
 
 
 def _end_current(app: ChatApp, reason: str) -> None:
-    """End the session the chat is leaving (non-destructive: its next message reopens it)."""
+    """End the session the chat is leaving (non-destructive: its next message reopens it);
+    a session another process took over is left to that process."""
     chat = app.chat
-    if chat is not None and not app.read_only:
+    if chat is not None and not app.read_only and app.check_taken_over() is None:
         with contextlib.suppress(HermesError):
             app.engine.end_session(chat.session_id, reason)
 
@@ -215,13 +217,40 @@ COMMANDS: dict[str, Callable[[ChatApp, str], None]] = {
 WRITE_COMMANDS = frozenset({"/title", "/compress", "/rewind", "/reasoning", "/attach"})
 
 
+def _taken_over(exc: SessionTakenOverError, what: str) -> None:
+    """Say that the session was taken over, what did not happen, and where to go next."""
+    from hermes_es.cli.chat import TAKEN_OVER_NEXT, taken_over_notice
+
+    click.echo(taken_over_notice(exc, what, next_step=TAKEN_OVER_NEXT), err=True)
+
+
+def _as_taken_over(app: ChatApp, exc: HermesError) -> SessionTakenOverError | None:
+    """``exc`` when it is the take-over that just turned this chat read-only, else None."""
+    taken = app.taken_over
+    return taken if taken is not None and exc is taken else None
+
+
 def _say(app: ChatApp, text: str) -> None:
     """Send one message and print the reply (errors keep the user's message and the loop)."""
     assert app.chat is not None
+    if app.taken_over is not None:
+        _taken_over(app.taken_over, "your message was not sent")
+        return
     if app.read_only:
         click.echo("read-only: this chat only watches the session (use /exit)", err=True)
         return
-    outcome = app.chat.send(text)
+    try:
+        outcome = app.chat.send(text)
+    except HermesError as exc:
+        taken = _as_taken_over(app, exc)
+        if taken is None:
+            raise
+        if taken.reply:  # the take-over came while the responder ran: show it, not recorded
+            click.echo(taken.reply)
+            _taken_over(taken, "the reply above was not recorded")
+        else:
+            _taken_over(taken, "your message was not sent")
+        return
     for note in outcome.attachments:
         click.echo(f"📎 {note}", err=True)
     click.echo(outcome.reply)
@@ -269,6 +298,8 @@ def _loop(app: ChatApp) -> None:
                 handler = COMMANDS.get(name)
                 if handler is None:
                     click.echo(f"Unknown command {name}; /help lists commands", err=True)
+                elif app.taken_over is not None and name in WRITE_COMMANDS:
+                    _taken_over(app.taken_over, f"{name} was not applied")
                 elif app.read_only and name in WRITE_COMMANDS:
                     click.echo(f"read-only: {name} is not available", err=True)
                 else:
@@ -276,7 +307,11 @@ def _loop(app: ChatApp) -> None:
             else:
                 _say(app, text)
         except HermesError as exc:
-            click.echo(f"Error: {exc.message}", err=True)
+            taken = _as_taken_over(app, exc)
+            if taken is not None:
+                _taken_over(taken, f"{text.partition(' ')[0]} was not applied")
+            else:
+                click.echo(f"Error: {exc.message}", err=True)
         except KeyboardInterrupt:
             click.echo(
                 "\n(interrupted; your message is kept, the reply was not recorded)", err=True

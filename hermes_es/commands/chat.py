@@ -6,7 +6,10 @@ responder is called (so a failing endpoint never loses it); everything the respo
 (tool calls, tool results, reply) is then recorded as one atomic turn.
 
 Concurrency: every append names the stream version this chat last saw. When another writer got
-there first the chat reloads its window and retries, so nothing is lost. When the session was
+there first the chat reloads its window and retries, so nothing is lost. A chat built with a
+``guard`` calls it before every write: the CLI's guard raises ``SessionTakenOverError`` once
+another process has taken the session over, so a taken-over chat writes nothing more (a reply
+that arrives after the take-over is handed back on the error, never recorded). When the session was
 deleted under an open chat, the next save recreates it under the same id with the whole
 in-memory transcript.
 """
@@ -213,8 +216,11 @@ class Chat:
         reasoning: str | None = None,
         workspace: Path | None = None,
         notify: Notify = _quiet,
+        guard: Callable[[], None] | None = None,
     ) -> None:
         self.engine = engine
+        self.guard = guard
+        """Called before every write; raises to stop this chat writing (a take-over)."""
         self.session_id = session_id
         self.responder = responder
         self.config = config
@@ -282,8 +288,15 @@ class Chat:
         """The active conversation window as the responder sees it."""
         return [dict_to_chat(m) for m in self.memory]
 
+    def _check_guard(self) -> None:
+        """Stop here (the guard raises) when this chat may no longer write its session."""
+        if self.guard is not None:
+            self.guard()
+
     def _current_version(self) -> int:
-        """The stream version now, recovering the session first if it was deleted."""
+        """The stream version now, recovering the session first if it was deleted (after the
+        guard: every write asks for the version first, retries included)."""
+        self._check_guard()
         try:
             state = self.engine.get(self.session_id)
         except (SessionNotFoundError, InvariantError) as exc:
@@ -437,6 +450,7 @@ class Chat:
         """Run one turn: record the user message, ask the responder, record its turn atomically."""
         if not text.strip() and not self.pending_attachments:
             raise ValidationError("empty message", subject="message")
+        from hermes_es.commands.holders import SessionTakenOverError
         from hermes_es.responders.base import ChatMessage, text_of
 
         prompt = self.system_prompt()
@@ -448,8 +462,12 @@ class Chat:
             window.append(ChatMessage(role="system", content="\n\n".join(injections)))
         result = self.responder.respond(prompt, window, model=self.model, reasoning=self.reasoning)
         produced = result_to_dicts(result)
-        seqs = self._append(produced) if produced else []
         reply = text_of(result.messages[-1].content) if result.messages else ""
+        try:
+            seqs = self._append(produced) if produced else []
+        except SessionTakenOverError as exc:
+            exc.reply = reply  # taken over while the responder ran: show it, record nothing
+            raise
         return TurnOutcome(
             session_id=self.session_id,
             reply=reply,
@@ -462,12 +480,14 @@ class Chat:
 
     def rewind(self, turns: int = 1) -> int:
         """Remove the last ``turns`` user turns; returns how many messages left the context."""
+        self._check_guard()
         removed = self.engine.rewind_turns(self.session_id, turns)
         self.reload()
         return len(removed)
 
     def set_title(self, title: str) -> None:
         """Set the session title."""
+        self._check_guard()
         self.engine.set_title(self.session_id, title)
         self._meta = self.engine.get(self.session_id)
         self.version = self._meta.version
@@ -480,6 +500,7 @@ class Chat:
                 f"reasoning level must be one of {', '.join(allowed)}, got {level!r}",
                 subject=level,
             )
+        self._check_guard()
         self.engine.set_reasoning(self.session_id, level)
         self.reasoning = level
         self.version = self.engine.get(self.session_id).version

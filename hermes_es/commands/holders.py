@@ -9,6 +9,12 @@ A crashed holder never blocks forever: a lease counts only while its pid is aliv
 0)``) *and* that pid's process start time is still the recorded one, so a reused pid does not
 count either. Dead or reused leases are removed when read. Leases from another host are
 ignored (SQLite's WAL mode does not work across hosts, so they cannot hold this state.db).
+
+Take-over: a process that takes over a session another live chat holds rewrites that chat's
+lease with its own pid and command (``mark_taken_over``) before it records anything. The lease
+lives exactly as long as the holder that must learn of it, so the mark is there even when the
+taking-over process has already finished. The holder reads its own lease before each write
+(``check_taken_over``) and, once marked, writes nothing more to that session.
 """
 
 from __future__ import annotations
@@ -42,6 +48,24 @@ class Holder(msgspec.Struct, frozen=True, kw_only=True):
     proc_start: int | None = None
     """The process start time in clock ticks since boot (Linux), to tell a reused pid apart."""
     path: str = ""
+    taken_over_by: int | None = None
+    """The pid of the process that took this holder's session over (None: not taken over)."""
+    taken_over_command: str = ""
+    """How that process was started, for the message (``hermes -r ID --take-over``)."""
+    taken_over_at: float | None = None
+
+
+class SessionTakenOverError(HolderError):
+    """Another process took over the session this chat was writing; this chat must stop."""
+
+    def __init__(self, session_id: str, *, pid: int, command: str) -> None:
+        how = f" ({command})" if command else ""
+        super().__init__(f"this session was taken over by pid {pid}{how}", subject=session_id)
+        self.session_id = session_id
+        self.pid = pid
+        self.command = command
+        self.reply = ""
+        """A reply the responder produced after the take-over: shown, never recorded."""
 
 
 def holders_dir(db_path: Path | str) -> Path:
@@ -126,13 +150,18 @@ def register_holder(
         proc_start=process_start_time(pid),
         path=str(path),
     )
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(msgspec.json.encode(holder))
-    os.replace(tmp, path)
+    _write_lease(path, holder)
     try:
         yield holder
     finally:
         path.unlink(missing_ok=True)
+
+
+def _write_lease(path: Path, holder: Holder) -> None:
+    """Write a lease atomically (a temporary file per writing process, then a rename)."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(msgspec.json.encode(holder))
+    os.replace(tmp, path)
 
 
 def _read_lease(path: Path) -> Holder | None:
@@ -198,3 +227,36 @@ def held_sessions(db_path: Path | str) -> set[str]:
     return {
         h.session_id for h in live_holders(db_path, exclude_self=True) if h.session_id is not None
     }
+
+
+def mark_taken_over(
+    db_path: Path | str, session_id: str, *, kind: str, command: str = ""
+) -> list[Holder]:
+    """Mark every other live ``kind`` holder of ``session_id`` as taken over by this process.
+
+    Returns the holders marked. A holder that exits meanwhile leaves a lease with a dead pid,
+    which ``live_holders`` removes like any stale lease.
+    """
+    me = os.getpid()
+    marked: list[Holder] = []
+    for holder in live_holders(db_path, exclude_self=True):
+        if holder.kind != kind or holder.session_id != session_id:
+            continue
+        taken = msgspec.structs.replace(
+            holder, taken_over_by=me, taken_over_command=command, taken_over_at=time.time()
+        )
+        _write_lease(Path(holder.path), taken)
+        marked.append(taken)
+    return marked
+
+
+def check_taken_over(holder: Holder) -> None:
+    """Raise ``SessionTakenOverError`` when another process has marked this lease taken over."""
+    current = _read_lease(Path(holder.path))
+    if current is None or current.taken_over_by is None:
+        return
+    raise SessionTakenOverError(
+        holder.session_id or "",
+        pid=current.taken_over_by,
+        command=current.taken_over_command,
+    )

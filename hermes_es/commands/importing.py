@@ -11,6 +11,11 @@ Restored rows are archived history: they are shown and searchable, never live mo
 Re-importing: a session whose id already exists with the same content (what a backup of it would
 hold now, ignoring ``exported_at``) is skipped; with different content the import is refused,
 naming file and line, and nothing is imported (delete or rename the existing session first).
+
+Each session's events are written (still inside the one transaction) right after it is
+restored, so a version clash in the log — a concurrent writer, or a log that already holds
+events the ``sessions`` table does not show — is reported naming the file and line of the
+session that clashed; any other conflict when the transaction commits names the files.
 """
 
 from __future__ import annotations
@@ -21,13 +26,14 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import msgspec
+from eventsourcing.persistence import IntegrityError
 
 from hermes_es import events as ev
 from hermes_es.aggregates import session as agg
 from hermes_es.aggregates.state import SessionState
 from hermes_es.commands.unit_of_work import Batch, Store
 from hermes_es.config import HermesConfig, SessionsConfig
-from hermes_es.errors import GuardError, HermesError, ValidationError
+from hermes_es.errors import ConflictError, GuardError, HermesError, ValidationError
 from hermes_es.export import backup
 from hermes_es.queries import lookup
 
@@ -293,6 +299,28 @@ def import_backups(
     """Validate every file, then restore every new session in ONE transaction (all or nothing)."""
     files, lines = read_backups(paths, max_messages=max_messages)
     report = ImportReport(files=[str(f) for f in files])
+    try:
+        _restore_all(store, lines, report, actor, progress)
+    except ConflictError as exc:
+        if any(exc.message.startswith(f"{f}:") for f in report.files):
+            raise
+        raise ConflictError(
+            f"{', '.join(report.files)}: {exc.message}; nothing was imported",
+            subject=exc.subject or "",
+            expected=exc.expected,
+            actual=exc.actual,
+        ) from exc
+    return report
+
+
+def _restore_all(
+    store: Store,
+    lines: Sequence[BackupLine],
+    report: ImportReport,
+    actor: str,
+    progress: Callable[[int, int], None] | None,
+) -> None:
+    """Restore every new line in one transaction, writing each session's events as it goes."""
     total = sum(len(item.session.messages) for item in lines)
     done = 0
     tick = progress or (lambda d, t: None)
@@ -317,8 +345,24 @@ def import_backups(
                     raise ValidationError(
                         f"{item.where()}: {exc.message}; nothing was imported", subject=sid
                     ) from exc
+                _flush(batch, item)
                 report.imported.append(sid)
                 report.messages += len(item.session.messages)
             done += len(item.session.messages)
             tick(done, total)
-    return report
+
+
+def _flush(batch: Batch, item: BackupLine) -> None:
+    """Write one restored session's events now, so a clash in the log names its file and line."""
+    try:
+        batch.flush()
+    except IntegrityError as exc:
+        sid = item.session.id
+        raise ConflictError(
+            f"{item.where()}: session {sid} clashes with events already in the log ({exc}): "
+            "another writer stored it first, or the sessions table is out of step with the "
+            "log (`hermes doctor` checks); nothing was imported",
+            subject=sid,
+            expected=0,
+            actual=-1,
+        ) from exc

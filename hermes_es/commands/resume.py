@@ -203,8 +203,22 @@ def live_writers(db_path: Path, session_id: str) -> list[str]:
     return [
         describe(h)
         for h in live_holders(db_path, exclude_self=True)
-        if h.kind == WRITER_KIND and h.session_id == session_id
+        if h.kind == WRITER_KIND and h.session_id == session_id and h.taken_over_by is None
     ]
+
+
+def take_over(db_path: Path, session_id: str) -> list[str]:
+    """Tell every other live chat writing ``session_id`` that this process takes it over.
+
+    Each such chat's lease is marked with this pid (see ``commands.holders``); the chat reads
+    the mark before its next write and turns read-only. Call it before recording anything.
+    Returns descriptions of the chats marked.
+    """
+    from hermes_es.commands.holders import describe, mark_taken_over
+
+    command = f"hermes -r {session_id} --take-over"
+    marked = mark_taken_over(db_path, session_id, kind=WRITER_KIND, command=command)
+    return [describe(h) for h in marked]
 
 
 # --- pickers ---------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 from hermes_es.commands.engine import SessionEngine
 from hermes_es.commands.export import ExportOptions, export_sessions
 from hermes_es.commands.importing import import_backups
-from hermes_es.errors import GuardError, ValidationError
+from hermes_es.errors import ConflictError, GuardError, ValidationError
 from hermes_es.projections.rebuild import verify
 from hermes_es.queries.transcript import messages_of
 
@@ -266,4 +266,19 @@ def test_directory_without_backups_is_refused(tmp_path: Path) -> None:
     (folder / "x.prompts.jsonl").write_text("{}\n")
     with pytest.raises(ValidationError, match="no backup files"):
         import_backups(b.store, [folder])
+    assert _count(b) == 0
+
+
+def test_log_clash_at_write_names_file_and_line(tmp_path: Path) -> None:
+    """A session whose stream already has events the sessions table lacks: the version clash
+    names the file and line, and nothing of the import is kept."""
+    b = open_engine(tmp_path / "b")
+    import_backups(b.store, [_write(tmp_path / "first.jsonl", _line("s1"))])
+    with b.store.transaction() as batch:  # the projection loses the row; the log keeps s1
+        batch.conn.execute("DELETE FROM sessions WHERE id = 's1'")
+    path = _write(tmp_path / "again.jsonl", _line("s0"), _line("s1"))
+    with pytest.raises(ConflictError, match=r"again\.jsonl:2: session s1 clashes") as info:
+        import_backups(b.store, [path])
+    assert "nothing was imported" in info.value.message
+    assert info.value.subject == "s1"
     assert _count(b) == 0
