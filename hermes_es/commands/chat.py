@@ -415,9 +415,17 @@ class Chat:
             find_paths_in_message,
             render_attachment_text,
         )
+        from hermes_es.transcribe import command_transcriber
 
         cwd = Path.cwd()
         paths = [*self.pending_attachments, *find_paths_in_message(text, cwd)]
+        transcriber = (
+            command_transcriber(
+                self.config.media.transcribe_command, timeout=self.config.media.transcribe_timeout
+            )
+            if paths
+            else None
+        )
         self.pending_attachments = []
         seen: set[Path] = set()
         media: list[dict[str, Any]] = []
@@ -431,7 +439,7 @@ class Chat:
                 resolved,
                 can_see_images=self.responder.can_see_images,
                 describe_image=self._describe_image if self.responder.can_see_images else None,
-                transcriber=None,
+                transcriber=transcriber,
             )
             media.append(
                 {

@@ -190,3 +190,32 @@ def test_reasoning_level_validated_and_recorded(tmp_path: Path) -> None:
         assert engine.get(chat.session_id).reasoning == "high"
         with pytest.raises(Exception, match="reasoning level"):
             chat.set_reasoning("ultra")
+
+
+def test_attached_audio_is_transcribed_once_by_the_configured_command(tmp_path: Path) -> None:
+    """With media.transcribe_command set, an attached audio file's transcript is stored once."""
+    import sys
+
+    from hermes_es.config import MediaConfig
+
+    clip = tmp_path / "memo.wav"
+    clip.write_bytes(b"RIFF\x00\x00\x00\x00WAVEfmt " + b"\x00" * 64)
+    script = "print('the quarterly numbers are up')"
+    config = HermesConfig(media=MediaConfig(transcribe_command=[sys.executable, "-c", script]))
+    with SessionEngine.open(tmp_path / "home") as engine:
+        sid = engine.start_session("cli", tools=["echo"], cwd=str(tmp_path))
+        chat = Chat(
+            engine,
+            sid,
+            responder=OfflineResponder(),
+            config=config,
+            profile_dir=tmp_path,
+            tools=["echo"],
+            workspace=tmp_path,
+        )
+        chat.attach(clip)
+        out = chat.send("what does the memo say?")
+        stored = messages_of(engine.store.connection(), sid)
+    assert out.attachments and "audio" in out.attachments[0]
+    user = next(m for m in stored if m.role == "user")
+    assert "the quarterly numbers are up" in user.media[0]["text"]
