@@ -67,14 +67,7 @@ class Store:
                 expected=None,
                 actual=-1,
             ) from exc
-        except OperationalError as exc:
-            raise StoreBusyError(
-                f"state.db at {self.path} stayed locked by another process for"
-                f" {BUSY_TIMEOUT_MS // 1000} s; nothing was changed; try again"
-                " ('hermes doctor' lists who holds it)",
-                subject=str(self.path),
-            ) from exc
-        except apsw.BusyError as exc:
+        except (OperationalError, apsw.BusyError) as exc:
             raise StoreBusyError(
                 f"state.db at {self.path} stayed locked by another process for"
                 f" {BUSY_TIMEOUT_MS // 1000} s; nothing was changed; try again"
