@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hermes_es.commands.engine import SessionEngine
-from hermes_es.queries.search import group_by_chain, search_grouped, search_messages
+from hermes_es.queries.search import SearchHit, group_by_chain, search_grouped, search_messages
 
 
 @pytest.fixture(scope="module")
@@ -102,3 +102,43 @@ def test_snippet_marks_query_tokens(engine: SessionEngine) -> None:
     assert "\x02模型\x03" in hit.snippet
     (hit,) = search_messages(conn, "payments deplo*", roles=["user"], sources=["cli"], limit=1)
     assert "\x02deploy\x03" in hit.snippet and "\x02payments\x03" in hit.snippet
+
+
+@pytest.fixture(scope="module")
+def words(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionEngine]:
+    eng = SessionEngine.open(tmp_path_factory.mktemp("words") / "state.db")
+    for i in range(40):
+        s = eng.start_session("cli", cwd="/tmp/w")
+        text = ["tea time", "t", "tø cake", "toast and tea", "the t3 stack", "nothing here"][i % 6]
+        eng.append_message(s, "user", f"{text} plus word{i % 7} " + "pad " * (i % 5))
+    yield eng
+    eng.close()
+
+
+def _ranked(hits: list[SearchHit]) -> list[tuple[int, float]]:
+    return [(h.message_id, h.score) for h in hits]
+
+
+def test_one_letter_prefix_equals_plain_bm25(words: SessionEngine) -> None:
+    """``t*`` (two-character prefixes plus the word ``t``) finds and scores rows as bm25 does."""
+    conn = words.store.connection()
+    full = search_messages(conn, "t*", limit=100, plan="full")
+    assert len(full) == 34  # every message but the six "nothing here" ones
+    assert any("\x02tø\x03" in h.snippet for h in search_messages(conn, "t*", limit=100))
+    assert _ranked(search_messages(conn, "t*", limit=100)) == _ranked(full)
+    assert _ranked(search_messages(conn, "word3 t*", limit=100)) == _ranked(
+        search_messages(conn, "word3 t*", limit=100, plan="full")
+    )
+
+
+def test_estimated_idf_keeps_order_of_one_term(words: SessionEngine) -> None:
+    """Above the window a term's idf is estimated: same rows, same order, scores nearly equal."""
+    conn = words.store.connection()
+    full = search_messages(conn, "plus", limit=200, plan="full")
+    small = search_messages(conn, "plus", limit=200, window=4)
+    assert len(small) == len(full) == 40
+    assert sorted(h.message_id for h in small) == sorted(h.message_id for h in full)
+    by_id = {h.message_id: h.score for h in full}
+    assert all(
+        abs(h.score - by_id[h.message_id]) <= 0.05 * abs(by_id[h.message_id]) + 1e-5 for h in small
+    )
