@@ -100,6 +100,9 @@ class Checkpointer:
     def _run(self) -> None:
         try:
             conn = apsw.Connection(str(self.path), flags=apsw.SQLITE_OPEN_READWRITE)
+            # A connection that has read nothing has not opened the WAL: its checkpoints
+            # would do nothing and report (-1, -1).
+            conn.execute("SELECT 1 FROM sqlite_schema LIMIT 1").fetchall()
         except apsw.Error:
             return
         try:
@@ -143,11 +146,23 @@ class ApswDatastore:
         self.checkpointer = Checkpointer(self.path)
 
     def _wal_hook(self, conn: apsw.Connection, name: str, pages: int) -> int:
-        """After each commit: wake the checkpointer, or flag an overdue inline checkpoint."""
-        if pages >= CHECKPOINT_PAGES:
+        """After each commit: wake the checkpointer, or flag an overdue inline checkpoint.
+
+        The checkpointer is woken once per ``CHECKPOINT_PAGES`` the WAL grows, not after every
+        commit past the threshold: a writer that keeps committing never lets a background
+        checkpoint leave the WAL fully copied when its next transaction starts (SQLite only
+        restarts the WAL then), so waking it again after each commit would only add a thread
+        hand-off per commit and a checkpoint (with its syncs) of a few frames each time.
+        """
+        local = self._local
+        asked: int = getattr(local, "asked", 0)
+        if pages < asked:  # the WAL restarted from its beginning
+            asked = local.asked = 0
+        if pages >= CHECKPOINT_PAGES and pages >= asked + CHECKPOINT_PAGES:
+            local.asked = pages
             self.checkpointer.request()
-            if pages >= INLINE_CHECKPOINT_PAGES:
-                self._local.overdue = True
+        if pages >= INLINE_CHECKPOINT_PAGES:
+            local.overdue = True
         return int(apsw.SQLITE_OK)
 
     def add_hook(self, hook: ConnectionHook) -> None:
@@ -185,9 +200,26 @@ class ApswDatastore:
         self.checkpointer.close()
         with self._lock:
             for conn in self._all:
-                conn.close()
+                _close_when_idle(conn)
             self._all.clear()
         self._local = threading.local()
+
+
+CLOSE_WAIT_SECONDS = 2.0
+"""How long ``close`` waits for another thread to finish the statement it is running."""
+
+
+def _close_when_idle(conn: apsw.Connection) -> None:
+    """Close ``conn``, waiting briefly while another thread is inside a call on it."""
+    deadline = time.monotonic() + CLOSE_WAIT_SECONDS
+    while True:
+        try:
+            conn.close()
+            return
+        except apsw.ThreadingViolationError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.001)
 
 
 class ApswApplicationRecorder(ApplicationRecorder):
