@@ -142,3 +142,23 @@ def test_estimated_idf_keeps_order_of_one_term(words: SessionEngine) -> None:
     assert all(
         abs(h.score - by_id[h.message_id]) <= 0.05 * abs(by_id[h.message_id]) + 1e-5 for h in small
     )
+
+
+def test_estimated_counts_keep_hits_and_one_term_order(
+    words: SessionEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With tiny count caps every idf is estimated: same hits; one term keeps bm25's order."""
+    import hermes_es.queries.search as search
+
+    monkeypatch.setattr(search, "COUNT_CAP", 3)
+    monkeypatch.setattr(search, "SPAN_CAP", 5)
+    conn = words.store.connection()
+    for query in ("plus", "tea", "word3 pad", '"plus word1"', "te*", "t*"):
+        full = search_messages(conn, query, limit=200, plan="full")
+        approx = search_messages(conn, query, limit=200, window=4)
+        assert sorted(h.message_id for h in approx) == sorted(h.message_id for h in full), query
+        assert all(h.score < 0 for h in approx)
+        if " " not in query:
+            by_id = {h.message_id: h.score for h in full}
+            exact = [by_id[h.message_id] for h in approx]
+            assert exact == sorted(exact), query
