@@ -101,12 +101,15 @@ class _Term(msgspec.Struct, frozen=True):
         return "(" + " OR ".join(self.phrases) + ")"
 
 
-def _non_ascii_terms(conn: apsw.Connection, first: str) -> list[str]:
-    """Indexed words that start with ``first`` followed by a non-ASCII character."""
-    conn.execute(
-        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.messages_fts_vocab"
-        " USING fts5vocab(main, messages_fts, row)"
-    )
+def _non_ascii_terms(conn: apsw.Connection, first: str) -> list[str] | None:
+    """Indexed words that start with ``first`` and a non-ASCII character (None: can't tell)."""
+    try:
+        conn.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.messages_fts_vocab"
+            " USING fts5vocab(main, messages_fts, row)"
+        )
+    except apsw.ReadOnlyError:  # PRAGMA query_only forbids even a temp table
+        return None
     rows = conn.execute(
         "SELECT term FROM temp.messages_fts_vocab WHERE term >= ? AND term < ?",
         (first + "\u0080", chr(ord(first) + 1)),
@@ -126,8 +129,11 @@ def _plan_terms(conn: apsw.Connection, query: str) -> list[_Term]:
     for term in parse_terms(query):
         tokens = [str(t[2]) for t in tokenizer(term.text.encode(), apsw.FTS5_TOKENIZE_QUERY, None)]
         first = tokens[0] if len(tokens) == 1 else ""
+        others = None
         if term.prefix and len(first) == 1 and first in _PREFIX_EXPANSION:
-            seconds = [first + c for c in _PREFIX_EXPANSION] + _non_ascii_terms(conn, first)
+            others = _non_ascii_terms(conn, first)
+        if others is not None:
+            seconds = [first + c for c in _PREFIX_EXPANSION] + others
             out.append(_Term([f'"{first}"'] + [f'"{p}"*' for p in seconds], True))
         else:
             out.append(_Term([term.to_fts()], len(tokens) == 1))

@@ -162,3 +162,17 @@ def test_estimated_counts_keep_hits_and_one_term_order(
             by_id = {h.message_id: h.score for h in full}
             exact = [by_id[h.message_id] for h in approx]
             assert exact == sorted(exact), query
+
+
+def test_one_letter_prefix_on_a_query_only_connection(words: SessionEngine) -> None:
+    """Where no temp table may be made (query_only), ``t*`` still finds what bm25 finds."""
+    from hermes_es.projections.catalog import connect
+
+    conn = connect(words.store.path, readonly=True)
+    try:
+        conn.execute("PRAGMA query_only = 1")
+        full = search_messages(conn, "t*", limit=100, plan="full")
+        assert _ranked(search_messages(conn, "t*", limit=100)) == _ranked(full)
+        assert len(full) == 34
+    finally:
+        conn.close()
