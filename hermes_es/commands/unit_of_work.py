@@ -153,7 +153,8 @@ class Batch:
             Change(position=p, stream=s, version=v, event=e)
             for p, (s, v, e) in zip(positions, self._pending, strict=True)
         ]
-        touched = {s: st for s, st in self.states.items() if any(c.stream == s for c in changes)}
+        streams = {s for s, _, _ in self._pending}
+        touched = {s: st for s, st in self.states.items() if s in streams}
         self.store.projections.apply(self.conn, changes, touched, self.before)
         for sid in touched:
             self.before[sid] = msgspec.structs.replace(touched[sid])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import apsw
@@ -39,6 +39,21 @@ class ProjectionSet:
             PromptsProjector(prefix),
             ReceiptsProjector(prefix),
         ]
+        # Bound methods looked up once: ``apply`` runs for every write transaction.
+        # Projectors are independent of each other, so the order they run in is free.
+        self._batch_appliers: list[Callable[[apsw.Connection, Sequence[Change]], None]] = []
+        self._appliers: list[Callable[[apsw.Connection, Change], None]] = []
+        self._settlers: list[Callable[[apsw.Connection, dict[str, SessionState]], None]] = []
+        for projector in self.projectors:
+            apply_batch = getattr(projector, "apply_batch", None)
+            if apply_batch is not None:
+                self._batch_appliers.append(apply_batch)
+            else:
+                self._appliers.append(projector.apply)
+            if isinstance(projector, SessionsProjector):
+                self._sessions = projector
+            else:
+                self._settlers.append(projector.settle)
 
     def tables(self) -> list[str]:
         """Every table this set maintains."""
@@ -73,18 +88,14 @@ class ProjectionSet:
         Projectors are independent of each other, so each one takes the whole batch in turn;
         one with an ``apply_batch`` method (bulk inserts) gets the batch in a single call.
         """
-        for projector in self.projectors:
-            apply_batch = getattr(projector, "apply_batch", None)
-            if apply_batch is not None:
-                apply_batch(conn, changes)
-            else:
-                for change in changes:
-                    projector.apply(conn, change)
-        for projector in self.projectors:
-            if isinstance(projector, SessionsProjector):
-                projector.settle(conn, states, before)
-            else:
-                projector.settle(conn, states)
+        for apply_batch in self._batch_appliers:
+            apply_batch(conn, changes)
+        for apply in self._appliers:
+            for change in changes:
+                apply(conn, change)
+        self._sessions.settle(conn, states, before)
+        for settle in self._settlers:
+            settle(conn, states)
         if changes and not self.prefix:
             set_position(conn, changes[-1].position)
 

@@ -98,25 +98,37 @@ class SessionsProjector:
                 row = conn.execute(self._root, (state.parent_id,)).fetchall()
                 root = str(row[0][0]) if row else state.parent_id
             old = before.get(state.session_id) if before is not None else None
-            new = row_of(state, root)
             if old is None or old.version == 0:
-                conn.execute(self._upsert, new)
+                conn.execute(self._upsert, row_of(state, root))
                 continue
-            previous = row_of(old, root)
-            changed = tuple(i for i in range(1, len(COLUMNS)) if previous[i] != new[i])
+            # Compare the plain values (the head is always rewritten: the version changed),
+            # then encode only what is written.
+            new = _values(state, root)
+            previous = _values(old, root)
+            changed = tuple(i for i in _DIFFED if previous[i] != new[i])
             sql = self._updates.get(changed)
             if sql is None:
-                sets = ", ".join(f"{COLUMNS[i]} = ?" for i in changed)
+                sets = ", ".join(f"{COLUMNS[i]} = ?" for i in (*changed, _HEAD))
                 sql = self._updates[changed] = f"UPDATE {self.p}sessions SET {sets} WHERE id = ?"
-            conn.execute(sql, (*(new[i] for i in changed), new[0]))
+            values = [new[i] for i in changed]
+            if _TOOLS in changed:
+                tools = state.tools
+                values[changed.index(_TOOLS)] = None if tools is None else json.dumps(tools)
+            conn.execute(sql, (*values, encode_state(state), state.session_id))
 
     def forget(self, conn: apsw.Connection, session_id: str) -> None:
         """Remove the session's rows."""
         conn.execute(f"DELETE FROM {self.p}sessions WHERE id = ?", (session_id,))
 
 
-def row_of(state: SessionState, root_id: str) -> tuple[object, ...]:
-    """The sessions row for a folded state."""
+_HEAD = COLUMNS.index("head")
+_TOOLS = COLUMNS.index("tools")
+_DIFFED = range(1, _HEAD)
+"""Columns compared between the row as it stands and the new state (not id, not head)."""
+
+
+def _values(state: SessionState, root_id: str) -> tuple[object, ...]:
+    """The row's values up to (not including) the head, with ``tools`` still a list."""
     return (
         state.session_id, state.source, state.profile, state.user_id, state.model,
         state.reasoning, state.title, state.title_kind, state.parent_id, state.parent_kind,
@@ -125,6 +137,13 @@ def row_of(state: SessionState, root_id: str) -> tuple[object, ...]:
         state.message_count, state.active_count, state.compacted_count, state.imported_count,
         state.tokens_in, state.tokens_out, state.version, state.display_version,
         state.prompt_hash, state.prompt_version, int(state.refresh_pending),
-        None if state.tools is None else json.dumps(state.tools), state.continued_into,
-        state.imported_from, state.preview, encode_state(state),
+        state.tools, state.continued_into, state.imported_from, state.preview,
     )  # fmt: skip
+
+
+def row_of(state: SessionState, root_id: str) -> tuple[object, ...]:
+    """The sessions row for a folded state."""
+    values = list(_values(state, root_id))
+    tools = state.tools
+    values[_TOOLS] = None if tools is None else json.dumps(tools)
+    return (*values, encode_state(state))
