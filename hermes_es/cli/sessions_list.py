@@ -132,7 +132,7 @@ def list_cmd(
 
 
 def _highlight(snippet: str, color: bool) -> str:
-    from hermes_es.queries.search import SNIPPET_CLOSE, SNIPPET_OPEN
+    from hermes_es.queries.snippets import SNIPPET_CLOSE, SNIPPET_OPEN
 
     text = " ".join(snippet.split())
     if color:

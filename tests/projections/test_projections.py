@@ -8,7 +8,7 @@ import pytest
 from hermes_es.commands.engine import SessionEngine
 from hermes_es.projections.rebuild import verify
 from hermes_es.queries.resolve import by_title, chain_tip, resolve_session
-from hermes_es.queries.search import SNIPPET_CLOSE, SNIPPET_OPEN
+from hermes_es.queries.snippets import SNIPPET_CLOSE, SNIPPET_OPEN
 from hermes_es.queries.transcript import messages_of
 
 

@@ -148,10 +148,10 @@ def test_estimated_counts_keep_hits_and_one_term_order(
     words: SessionEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With tiny count caps every idf is estimated: same hits; one term keeps bm25's order."""
-    import hermes_es.queries.search as search
+    import hermes_es.queries.bm25 as bm25
 
-    monkeypatch.setattr(search, "COUNT_CAP", 3)
-    monkeypatch.setattr(search, "SPAN_CAP", 5)
+    monkeypatch.setattr(bm25, "COUNT_CAP", 3)
+    monkeypatch.setattr(bm25, "SPAN_CAP", 5)
     conn = words.store.connection()
     for query in ("plus", "tea", "word3 pad", '"plus word1"', "te*", "t*"):
         full = search_messages(conn, query, limit=200, plan="full")
