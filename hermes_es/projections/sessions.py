@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from itertools import compress
+from operator import ne
 
 import apsw
 
@@ -105,7 +107,7 @@ class SessionsProjector:
             # then encode only what is written.
             new = _values(state, root)
             previous = _values(old, root)
-            changed = tuple(i for i in _DIFFED if previous[i] != new[i])
+            changed = tuple(compress(_DIFFED, map(ne, previous[1:], new[1:])))
             sql = self._updates.get(changed)
             if sql is None:
                 sets = ", ".join(f"{COLUMNS[i]} = ?" for i in (*changed, _HEAD))
