@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +23,25 @@ def _create_private(path: Path) -> None:
     os.chmod(path, 0o600)
 
 
+def _use_wal(conn: apsw.Connection) -> None:
+    """Switch the file to WAL once; WAL is persistent, so later connections only read it.
+
+    Switching needs an exclusive lock and SQLite may refuse it at once (no busy wait) while
+    another connection opening the same new file holds a lock, so the switch is retried.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            mode = conn.execute("PRAGMA journal_mode").fetchall()[0][0]
+            if str(mode).lower() == "wal":
+                return
+            conn.execute("PRAGMA journal_mode=WAL").fetchall()
+        except apsw.BusyError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 def open_db(
     path: Path | str, *, readonly: bool = False, hooks: Iterable[ConnectionHook] = ()
 ) -> apsw.Connection:
@@ -36,7 +56,7 @@ def open_db(
     conn = apsw.Connection(str(path), flags=flags)
     conn.setbusytimeout(BUSY_TIMEOUT_MS)
     if not readonly:
-        conn.execute("PRAGMA journal_mode=WAL")
+        _use_wal(conn)
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA secure_delete=ON")
     conn.execute("PRAGMA foreign_keys=ON")
