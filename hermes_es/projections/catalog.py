@@ -29,12 +29,13 @@ SCHEMA_VERSION = 3
 class ProjectionSet:
     """The projectors of one generation of tables (live, or a rebuild under a prefix)."""
 
-    def __init__(self, prefix: str = "") -> None:
+    def __init__(self, prefix: str = "", *, bulk: bool = False) -> None:
+        """``bulk``: a replay into fresh tables (rows only added), not the live append path."""
         self.prefix = prefix
         self.projectors: list[Projector] = [
             SessionsProjector(prefix),
-            MessagesProjector(prefix),
-            SearchProjector(prefix),
+            MessagesProjector(prefix),  # before search: bulk indexing reads its rows
+            SearchProjector(prefix, bulk=bulk),
             LineageProjector(prefix),
             PromptsProjector(prefix),
             ReceiptsProjector(prefix),
@@ -147,7 +148,7 @@ def ensure_schema(conn: apsw.Connection) -> None:
         if user_version:
             from hermes_es.projections.rebuild import replay_into
 
-            replay_into(conn, live)
+            replay_into(conn, ProjectionSet(bulk=True))
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 

@@ -99,7 +99,7 @@ def rebuild(db_path: Path | str, progress: Progress | None = None) -> int:
     """
     conn = connect(db_path)
     try:
-        fresh = ProjectionSet(REBUILD_PREFIX)
+        fresh = ProjectionSet(REBUILD_PREFIX, bulk=True)
         live = ProjectionSet()
         with conn:
             _drop(conn, fresh.tables())
@@ -166,7 +166,7 @@ def verify(db_path: Path | str, progress: Progress | None = None) -> list[TableD
         live_conn = connect(db_path)
         live_conn.transaction_mode = "DEFERRED"  # a read snapshot; writers keep working
         scratch_conn = connect(scratch)
-        replayer = Replayer(ProjectionSet())
+        replayer = Replayer(ProjectionSet(bulk=True))
         with live_conn:  # one read snapshot of the log and the live tables
             live_conn.execute("SELECT 1 FROM events LIMIT 1").fetchall()
             total = _total(live_conn)
