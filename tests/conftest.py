@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +13,13 @@ from hermes_es.commands.engine import SessionEngine
 
 START = 1_700_000_000.0
 """Where the test clock starts (2023-11-14, UTC)."""
+
+FD_LIMIT = 64
+"""File descriptors the test process may still hold once every test has finished.
+
+A clean run ends with about 15; each engine a test forgets to close keeps three (state.db,
+its -wal and -shm) until the process exits, since connections never get garbage-collected.
+"""
 
 
 class Clock:
@@ -54,3 +63,28 @@ def engine(home: Path, clock: Clock) -> Iterator[SessionEngine]:
         yield eng
     finally:
         eng.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_leaked_file_descriptors() -> Iterator[None]:
+    """Fail the run when tests leave more than FD_LIMIT file descriptors open (Linux only)."""
+    yield
+    fd_dir = Path("/proc/self/fd")
+    if not fd_dir.is_dir():
+        return
+    gc.collect()
+    names = os.listdir(fd_dir)
+    if len(names) <= FD_LIMIT:
+        return
+    targets: dict[str, int] = {}
+    for name in names:
+        try:
+            target = os.readlink(fd_dir / name)
+        except OSError:
+            continue
+        targets[target] = targets.get(target, 0) + 1
+    sample = ", ".join(sorted(targets)[:8])
+    pytest.fail(
+        f"{len(names)} file descriptors are still open after the tests (limit {FD_LIMIT}): "
+        f"some test opens an engine or connection it never closes; e.g. {sample}"
+    )

@@ -14,10 +14,22 @@ def clock(start: float = 1_700_000_000.0) -> object:
     return lambda: start + next(counter)
 
 
+_OPENED: list[SessionEngine] = []
+"""Engines opened by ``open_engine`` and not yet passed to ``close_opened_engines``."""
+
+
 def open_engine(home: Path) -> SessionEngine:
-    """An engine on ``home/state.db`` with a deterministic clock."""
+    """An engine on ``home/state.db`` with a deterministic clock (closed by the test's teardown)."""
     home.mkdir(parents=True, exist_ok=True)
-    return SessionEngine.open(home, clock=clock(), actor="test")  # type: ignore[arg-type]
+    engine = SessionEngine.open(home, clock=clock(), actor="test")  # type: ignore[arg-type]
+    _OPENED.append(engine)
+    return engine
+
+
+def close_opened_engines() -> None:
+    """Close every engine ``open_engine`` returned (closing one twice is harmless)."""
+    while _OPENED:
+        _OPENED.pop().close()
 
 
 def rich_session(engine: SessionEngine, marker: str = "MARKER") -> str:

@@ -64,6 +64,14 @@ def conn(tmp_path: Path) -> Iterator[apsw.Connection]:
     connection.close()
 
 
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[apsw.Connection]:
+    """An empty database file with the hermes tokenizer registered."""
+    connection = open_db(tmp_path / "t.db")
+    yield connection
+    connection.close()
+
+
 def search(conn: apsw.Connection, user_query: str) -> dict[int, str]:
     """Run ``user_query`` through build_match; map matching ids to their highlighted text."""
     match = build_match(user_query)
@@ -160,12 +168,11 @@ def test_snippet_marks_cjk_match(conn: apsw.Connection) -> None:
     assert "[全文搜索]" in row[0]
 
 
-def test_tokenizer_offsets_slice_original_text(tmp_path: Path) -> None:
+def test_tokenizer_offsets_slice_original_text(db: apsw.Connection) -> None:
     """Every CJK token's byte offsets slice exactly that character out of the input."""
-    conn = open_db(tmp_path / "t.db")
     text = "Écoleの本 使用GPT4模型 한국어 𠀀𠀁 plain"
     utf8 = text.encode("utf-8")
-    tokenizer = conn.fts5_tokenizer(TOKENIZER_NAME)
+    tokenizer = db.fts5_tokenizer(TOKENIZER_NAME)
     result = tokenizer(utf8, apsw.FTS5_TOKENIZE_DOCUMENT, None, include_colocated=False)
     tokens = cast(list[tuple[int, int, str]], result)
     words = [token for _, _, token in tokens]
@@ -198,10 +205,9 @@ def test_tokenizer_offsets_are_ordered_and_exact(text: str) -> None:
         previous_end = end
 
 
-def test_query_time_tokenization_matches_document(tmp_path: Path) -> None:
+def test_query_time_tokenization_matches_document(db: apsw.Connection) -> None:
     """Query and prefix-query tokenization give the same tokens as document tokenization."""
-    conn = open_db(tmp_path / "t.db")
-    tok = conn.fts5_tokenizer(TOKENIZER_NAME)
+    tok = db.fts5_tokenizer(TOKENIZER_NAME)
     utf8 = "検索エンジン search-engine".encode()
     doc = list(tok(utf8, apsw.FTS5_TOKENIZE_DOCUMENT, None))
     query = list(tok(utf8, apsw.FTS5_TOKENIZE_QUERY, None))
@@ -220,7 +226,10 @@ def test_other_connection_searches_after_registering(tmp_path: Path) -> None:
     """A second connection that registers the tokenizer searches the same index."""
     make_db(tmp_path / "state.db", ROWS).close()
     other = open_db(tmp_path / "state.db")
-    assert set(search(other, "模型")) == {5, 8}
+    try:
+        assert set(search(other, "模型")) == {5, 8}
+    finally:
+        other.close()
 
 
 def test_secure_delete_is_enabled(conn: apsw.Connection) -> None:
@@ -266,9 +275,8 @@ def test_create_fts_sql_can_run_twice(conn: apsw.Connection) -> None:
     assert set(search(conn, "fox")) == {1}
 
 
-def test_create_fts_sql_uses_given_names(tmp_path: Path) -> None:
+def test_create_fts_sql_uses_given_names(db: apsw.Connection) -> None:
     """Custom table, content and rowid names produce a working index."""
-    db = open_db(tmp_path / "t.db")
     db.execute("CREATE TABLE notes(nid INTEGER PRIMARY KEY, content TEXT)")
     db.execute(create_fts_sql("notes_idx", "notes", "nid"))
     db.execute("INSERT INTO notes VALUES(7, 'hello 世界')")
