@@ -17,7 +17,6 @@ import msgspec
 from hermes_es import events as ev
 from hermes_es.commands.unit_of_work import Batch, Store
 from hermes_es.errors import InvariantError, SessionNotFoundError
-from hermes_es.projections.prompts import PromptsProjector
 from hermes_es.projections.purge import indexed_messages, prefer_optimize, purging
 from hermes_es.queries import lookup
 from hermes_es.store.db import BUSY_TIMEOUT_MS
@@ -157,11 +156,9 @@ def drop_unreferenced_prompts(batch: Batch, store: Store) -> list[str]:
     A stored prompt embeds the profile's memory blocks (MEMORY.md, USER.md) as they were, so
     it is conversation-adjacent text: when the last session using it goes, it goes too.
     """
-    prompts = next(p for p in store.projections.projectors if isinstance(p, PromptsProjector))
-    gone = prompts.unreferenced(batch.conn)
+    gone = store.projections.drop_unreferenced_prompts(batch.conn)
     for sha in gone:
         lookup.delete_events(batch.conn, f"prompt:{sha}")
-        prompts.drop(batch.conn, sha)
     return gone
 
 

@@ -100,6 +100,14 @@ class ProjectionSet:
         if changes and not self.prefix:
             set_position(conn, changes[-1].position)
 
+    def drop_unreferenced_prompts(self, conn: apsw.Connection) -> list[str]:
+        """Remove stored-prompt rows no session of this set sends; returns their hashes."""
+        prompts = next(p for p in self.projectors if isinstance(p, PromptsProjector))
+        gone = prompts.unreferenced(conn)
+        for sha in gone:
+            prompts.drop(conn, sha)
+        return gone
+
     def forget(self, conn: apsw.Connection, session_id: str) -> None:
         """Remove every row of a deleted session (the index before the rows it reads)."""
         order = sorted(self.projectors, key=lambda p: p.name != "search")

@@ -13,6 +13,7 @@ import msgspec
 
 from hermes_es import events as ev
 from hermes_es.aggregates.state import SessionState, apply
+from hermes_es.events import SessionDeleted
 from hermes_es.projections.base import Change
 from hermes_es.projections.catalog import ProjectionSet, connect, get_position, set_position
 
@@ -59,7 +60,28 @@ class Replayer:
         self.count = 0
 
     def feed(self, conn: apsw.Connection, changes: list[Change]) -> None:
-        """Apply one batch (the caller owns the transaction)."""
+        """Apply one batch (the caller owns the transaction).
+
+        A delete receipt in the batch erases that session from the tables being built, in log
+        order: a session deleted while a rebuild was replaying it (its events were already
+        copied into the fresh tables) must not come back at the swap, and a session recreated
+        under the same id afterwards starts from an empty state.
+        """
+        start = 0
+        for i, change in enumerate(changes):
+            if isinstance(change.event, SessionDeleted):
+                self._apply(conn, changes[start : i + 1])
+                self.states.pop(change.event.session_id, None)
+                self.pset.forget(conn, change.event.session_id)
+                self.pset.drop_unreferenced_prompts(conn)
+                start = i + 1
+        self._apply(conn, changes[start:])
+        self.position = changes[-1].position
+        self.count += len(changes)
+
+    def _apply(self, conn: apsw.Connection, changes: list[Change]) -> None:
+        if not changes:
+            return
         touched: dict[str, SessionState] = {}
         for change in changes:
             if not is_session_stream(change.stream):
@@ -70,8 +92,6 @@ class Replayer:
             apply(state, change.event, change.version)
             touched[change.stream] = state
         self.pset.apply(conn, changes, touched)
-        self.position = changes[-1].position
-        self.count += len(changes)
 
 
 def replay_into(conn: apsw.Connection, pset: ProjectionSet) -> int:

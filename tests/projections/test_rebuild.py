@@ -209,3 +209,35 @@ def test_older_projection_layout_is_replayed_from_the_log(tmp_path: Path) -> Non
     assert not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'session_heads'").fetchall()
     conn.close()
     assert all(d.equal for d in verify(db))
+
+
+def test_session_deleted_during_a_rebuild_stays_deleted(tmp_path: Path) -> None:
+    """A delete that lands while rebuild replays does not bring the session back at the swap."""
+    from hermes_es.commands.delete import delete_session
+    from hermes_es.commands.engine import SessionEngine
+    from hermes_es.projections.catalog import connect
+    from hermes_es.projections.rebuild import rebuild, verify
+
+    with SessionEngine.open(tmp_path) as engine:
+        gone = engine.start_session("cli", system_prompt="PRIVATE-PROMPT-3c9", cwd=str(tmp_path))
+        engine.append_message(gone, "user", "doomed words")
+        kept = engine.start_session("cli", cwd=str(tmp_path))
+        engine.append_message(kept, "user", "kept words")
+    db = tmp_path / "state.db"
+    deleted = []
+
+    def delete_mid_rebuild(done: int, total: int) -> None:
+        if not deleted:  # after the first replayed batch, before the swap
+            with SessionEngine.open(tmp_path) as other:
+                deleted.extend(delete_session(other.store, gone))
+
+    rebuild(db, progress=delete_mid_rebuild)
+    assert deleted
+    conn = connect(db)
+    try:
+        assert [r[0] for r in conn.execute("SELECT id FROM sessions")] == [kept]
+        assert not conn.execute("SELECT 1 FROM messages WHERE session_id = ?", (gone,)).fetchall()
+        assert conn.execute("SELECT COUNT(*) FROM prompts").fetchall()[0][0] == 0
+    finally:
+        conn.close()
+    assert all(d.equal for d in verify(db))
