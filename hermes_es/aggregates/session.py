@@ -150,9 +150,12 @@ def append(
 
 
 def rewind(state: SessionState, seq: int, *, at: float, actor: str = "") -> list[ev.Event]:
-    """Decide a rewind: every active message after ``seq`` leaves the conversation."""
+    """Decide a rewind: every active message after ``seq`` leaves the conversation.
+
+    ``seq`` -1 rewinds to before the first message (the whole active conversation leaves).
+    """
     _require_live(state)
-    if not state.is_active(seq):
+    if seq != -1 and not state.is_active(seq):
         raise InvariantError(
             f"cannot rewind to message {seq}: it is not an active message of {state.session_id}",
             subject=str(seq),

@@ -94,9 +94,8 @@ def _check_expected(
 def _remove(batch: Batch, store: Store, session_id: str, reason: str, actor: str) -> Deleted:
     state = batch.load(session_id)
     digest = display_digest(batch, session_id)
-    events = lookup.count_events(batch.conn, session_id)
     store.projections.forget(batch.conn, session_id)
-    lookup.delete_events(batch.conn, session_id)
+    events = store.recorder._delete_events(batch.conn, session_id)
     batch.states.pop(session_id, None)
     receipt = ev.SessionDeleted(
         at=batch.now,
@@ -158,7 +157,7 @@ def drop_unreferenced_prompts(batch: Batch, store: Store) -> list[str]:
     """
     gone = store.projections.drop_unreferenced_prompts(batch.conn)
     for sha in gone:
-        lookup.delete_events(batch.conn, f"prompt:{sha}")
+        store.recorder._delete_events(batch.conn, f"prompt:{sha}")
     return gone
 
 

@@ -278,19 +278,9 @@ class SessionEngine:
                     f"session {session_id} has fewer than {turns} user turns to rewind",
                     subject=session_id,
                 )
-            if target < 0:
-                removed = state.active_seqs()
-                events: list[ev.Event] = [
-                    ev.RewoundTo(at=batch.now, actor=self.actor, seq=-1, removed=removed)
-                ]
-            else:
-                events = agg.rewind(state, target, at=batch.now, actor=self.actor)
+            events = agg.rewind(state, target, at=batch.now, actor=self.actor)
             batch.record(session_id, events)
-            return (
-                removed
-                if target < 0
-                else [s for e in events if isinstance(e, ev.RewoundTo) for s in e.removed]
-            )
+            return [s for e in events if isinstance(e, ev.RewoundTo) for s in e.removed]
 
     def edit_message(self, session_id: str, seq: int, content: str, **fields: Any) -> int:
         """Replace message ``seq``; returns the replacement's sequence number."""

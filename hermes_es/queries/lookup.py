@@ -115,20 +115,6 @@ def display_rows(conn: apsw.Connection, session_id: str) -> list[tuple[int, str,
     return [(int(a), str(b), str(c)) for a, b, c in rows]
 
 
-def count_events(conn: apsw.Connection, stream: str) -> int:
-    """How many events a stream holds."""
-    return int(
-        conn.execute("SELECT COUNT(*) FROM events WHERE originator_id = ?", (stream,)).fetchall()[
-            0
-        ][0]
-    )
-
-
-def delete_events(conn: apsw.Connection, stream: str) -> None:
-    """Physically remove a stream's events from the log."""
-    conn.execute("DELETE FROM events WHERE originator_id = ?", (stream,))
-
-
 def started_event(conn: apsw.Connection, session_id: str) -> SessionStarted | None:
     """The session's ``SessionStarted`` event (model config and launch flags live there)."""
     from hermes_es import events as ev

@@ -278,6 +278,11 @@ class ApswApplicationRecorder(ApplicationRecorder):
                 ids.append(conn.last_insert_rowid())
         return ids
 
+    def _delete_events(self, conn: apsw.Connection, originator_id: str) -> int:
+        """Physically remove a stream's events (a verified delete); returns how many went."""
+        conn.execute("DELETE FROM events WHERE originator_id = ?", (originator_id,))
+        return int(conn.changes())
+
     def select_events(
         self,
         originator_id: UUID | str,
