@@ -15,7 +15,7 @@ from pathlib import Path
 import apsw
 import msgspec
 
-from hermes_es.queries.lookup import _like_escape
+from hermes_es.queries.lookup import like_escape
 
 PICKER_HIDDEN = ("oneshot", "kanban", "tool")
 """Sources never offered by session pickers (/sessions, TUI, Desktop, dashboard)."""
@@ -82,7 +82,7 @@ def workspace_clause(needle: str) -> tuple[str, list[object]]:
         needle = needle.rstrip("/")
     return (
         "(instr(t.workspace_key, ?) > 0 OR t.workspace_key LIKE ? ESCAPE '\\')",
-        [needle, "%/" + _like_escape(os.path.basename(needle) or needle)],
+        [needle, "%/" + like_escape(os.path.basename(needle) or needle)],
     )
 
 

@@ -54,7 +54,7 @@ def next_lineage_title(conn: apsw.Connection, title: str) -> str:
     base = base_title(title)
     rows = conn.execute(
         "SELECT title FROM sessions WHERE title = ? COLLATE NOCASE OR title LIKE ? ESCAPE '\\'",
-        (base, _like_escape(base) + " #%"),
+        (base, like_escape(base) + " #%"),
     ).fetchall()
     highest = 1
     for (t,) in rows:
@@ -64,7 +64,7 @@ def next_lineage_title(conn: apsw.Connection, title: str) -> str:
     return f"{base} #{highest + 1}"
 
 
-def _like_escape(text: str) -> str:
+def like_escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 

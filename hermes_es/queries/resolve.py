@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import apsw
 
 from hermes_es.errors import AmbiguousSessionError, SessionNotFoundError
-from hermes_es.queries.lookup import _like_escape, base_title
+from hermes_es.queries.lookup import like_escape, base_title
 
 LIST_HINT = "run 'hermes sessions list' to see sessions"
 
@@ -42,7 +42,7 @@ def by_title(conn: apsw.Connection, title: str) -> str | None:
     rows = conn.execute(
         "SELECT id FROM sessions WHERE title = ? COLLATE NOCASE"
         " OR title LIKE ? ESCAPE '\\' ORDER BY started_at DESC, id DESC",
-        (base, _like_escape(base) + " #%"),
+        (base, like_escape(base) + " #%"),
     ).fetchall()
     for (sid,) in rows:
         return str(sid)
@@ -85,7 +85,7 @@ def resolve_session(
         return titled
     rows = conn.execute(
         "SELECT id FROM sessions WHERE id LIKE ? ESCAPE '\\' ORDER BY id LIMIT 11",
-        (_like_escape(ref) + "%",),
+        (like_escape(ref) + "%",),
     ).fetchall()
     if len(rows) == 1:
         return str(rows[0][0])
