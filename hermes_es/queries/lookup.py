@@ -65,6 +65,7 @@ def next_lineage_title(conn: apsw.Connection, title: str) -> str:
 
 
 def like_escape(text: str) -> str:
+    """Escape ``\\``, ``%`` and ``_`` for a ``LIKE … ESCAPE '\\'`` pattern."""
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 

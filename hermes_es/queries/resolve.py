@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import apsw
 
 from hermes_es.errors import AmbiguousSessionError, SessionNotFoundError
-from hermes_es.queries.lookup import like_escape, base_title
+from hermes_es.queries.lookup import base_title, like_escape
 
 LIST_HINT = "run 'hermes sessions list' to see sessions"
 
