@@ -135,6 +135,9 @@ def export_cmd(
     check_options(opts)
     target = output or Path("hermes-export")
     if delete_after_verified:
+        from hermes_es.commands.export import check_delete_basis
+
+        check_delete_basis(opts)
         _export_and_delete(ctx, target, session_refs[0], opts, as_json, progress)
         return
     from hermes_es.commands.export import export_sessions

@@ -174,14 +174,57 @@ def _exists_error(path: Path) -> ValidationError:
     )
 
 
+def check_delete_basis(opts: ExportOptions) -> None:
+    """Refuse an export that cannot back ``--delete-after-verified`` (only a full one can).
+
+    A delete removes every stored row; the file it leaves behind must hold the whole history
+    the session shows (md, qmd, html) or every stored row (json, jsonl), as stored: never only
+    the user prompts, never a redacted copy.
+    """
+    if opts.only is not None:
+        raise UsageError(
+            f"--delete-after-verified needs a full-history export; --only {opts.only} holds "
+            "part of the session, so it cannot back a delete (drop --only)"
+        )
+    if opts.redact:
+        raise UsageError(
+            "--delete-after-verified needs a full-history export; a --redact export is "
+            "altered text, so it cannot back a delete (drop --redact)"
+        )
+
+
+def private_dir(path: Path) -> None:
+    """Create ``path`` and any missing parents as 0700 directories, whatever the umask.
+
+    Directories that already exist keep their mode (the user chose it).
+    """
+    missing: list[Path] = []
+    node = path
+    while not node.exists():
+        missing.append(node)
+        if node.parent == node:
+            break
+        node = node.parent
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=0o700)
+        except FileExistsError:
+            if not directory.is_dir():
+                raise
+            continue
+        os.chmod(directory, 0o700)
+
+
 def _publish(tmp: Path, path: Path, replace: bool) -> None:
     """Move the finished ``tmp`` to ``path``; without ``replace`` never clobber a file there.
 
-    An overwritten file keeps its permission bits (the new content gets the old mode).
+    An overwritten regular file keeps its permission bits (the new content gets the old mode).
+    A symlink at ``path`` is replaced by the new 0600 file: never followed, its target neither
+    written nor consulted for a mode.
     """
     if replace:
         try:
-            old = path.stat()
+            old = path.lstat()
         except FileNotFoundError:
             pass
         else:
@@ -204,8 +247,9 @@ def _publish(tmp: Path, path: Path, replace: bool) -> None:
 def _write(path: Path, chunks: Iterable[bytes], *, replace: bool = True) -> str:
     digest = hashlib.sha256()
     fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    tmp = Path(name)  # created 0600 and exclusively: never truncates someone else's file
+    tmp = Path(name)  # created exclusively: never truncates someone else's file
     try:
+        os.fchmod(fd, 0o600)  # 0600 whatever the umask
         with os.fdopen(fd, "wb") as out:
             for chunk in chunks:
                 digest.update(chunk)
@@ -266,7 +310,7 @@ def export_sessions(
         total = sum(backup.count_rows(conn, sid) for sid in session_ids)
         names = unique_names([file_stem(s, titles[s]) for s in session_ids], opts.extension())
         _prepare_dir(output, names, opts.force)
-        output.mkdir(parents=True, exist_ok=True)
+        private_dir(output)
         done = 0
         files: list[ExportedFile] = []
         for sid, name in zip(session_ids, names, strict=True):
@@ -334,6 +378,8 @@ def export_then_delete(
     """
     from hermes_es.commands.delete import delete_session
 
+    check_options(opts)
+    check_delete_basis(opts)
     conn = engine.store.connection()
     with read_snapshot(conn):
         ids = [session_id, *delegate_tree(conn, session_id)]
@@ -405,7 +451,7 @@ def save_session(
     if into_dir:
         target, sha = _save_new(target, stem, opts.extension(), data)
     else:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(target.parent)
         sha = _write(target, [data], replace=force)
     return ExportedFile(
         file=str(target), session_id=session_id, title=title, format=fmt, only=None,

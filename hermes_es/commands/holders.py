@@ -139,6 +139,7 @@ def register_holder(
         raise HolderError("a holder needs a kind (chat, dashboard, cron, gateway, …)")
     directory = holders_dir(db_path)
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(directory, 0o700)  # private whatever the umask, and if an older version made it
     pid = os.getpid()
     path = _lease_path(directory, pid)
     holder = Holder(
@@ -160,7 +161,10 @@ def register_holder(
 def _write_lease(path: Path, holder: Holder) -> None:
     """Write a lease atomically (a temporary file per writing process, then a rename)."""
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(msgspec.json.encode(holder))
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    with os.fdopen(os.open(tmp, flags, 0o600), "wb") as out:
+        os.fchmod(out.fileno(), 0o600)  # 0600 whatever the umask (it names pids and sessions)
+        out.write(msgspec.json.encode(holder))
     os.replace(tmp, path)
 
 

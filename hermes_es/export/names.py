@@ -8,6 +8,11 @@ import unicodedata
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_STEM = 120
+WINDOWS_RESERVED = frozenset(
+    {"CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$", "CLOCK$"}
+    | {f"{dev}{n}" for dev in ("COM", "LPT") for n in "0123456789"}
+)
+"""Device names Windows reserves with any extension (``nul.md`` is the null device there)."""
 
 
 def slug(text: str, limit: int = 60) -> str:
@@ -25,7 +30,13 @@ def file_stem(session_id: str, title: str = "") -> str:
     title_part = slug(title, 40)
     if title_part:
         stem += "-" + title_part
-    return stem[:MAX_STEM]
+    return safe_stem(stem[:MAX_STEM].rstrip(".-"))
+
+
+def safe_stem(stem: str) -> str:
+    """``stem`` with a leading ``_`` when Windows would read it as a device (``CON``, ``nul.x``)."""
+    base = stem.split(".", 1)[0].rstrip(" ").upper()
+    return f"_{stem}" if base in WINDOWS_RESERVED else stem
 
 
 def unique_names(stems: list[str], extension: str) -> list[str]:
@@ -33,6 +44,7 @@ def unique_names(stems: list[str], extension: str) -> list[str]:
     seen: set[str] = set()
     out: list[str] = []
     for stem in stems:
+        stem = safe_stem(stem)
         name = f"{stem}{extension}"
         n = 2
         while name.lower() in seen or name.lower() == "manifest.jsonl":

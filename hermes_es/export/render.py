@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import msgspec
 
+from hermes_es.export import markdown_safe as md
 from hermes_es.export.backup import BackupMessage, BackupSession
 
 _JSON = msgspec.json.Encoder()
@@ -36,59 +37,69 @@ def _text(message: BackupMessage) -> str:
     return "\n".join(str(p["text"]) for p in message.content if isinstance(p.get("text"), str))
 
 
-def _fence(text: str, info: str = "") -> str:
-    ticks = "```"
-    while ticks in text:
-        ticks += "`"
-    return f"{ticks}{info}\n{text}\n{ticks}"
-
-
-def _meta_lines(session: BackupSession) -> list[str]:
-    lines = [
-        f"- Session: `{session.id}`",
-        f"- Source: {session.source}",
-        f"- Started: {_when(session.started_at)}",
+def _meta_pairs(session: BackupSession) -> list[tuple[str, str, bool]]:
+    """``(label, value, is_id)`` of the header list; ids are shown as code."""
+    pairs = [
+        ("Session", session.id, True),
+        ("Source", session.source, False),
+        ("Started", _when(session.started_at), False),
     ]
     if session.model:
-        lines.append(f"- Model: {session.model}")
+        pairs.append(("Model", session.model, False))
     if session.parent_id:
-        lines.append(f"- Parent: `{session.parent_id}` ({session.parent_kind})")
+        pairs.append(("Parent", session.parent_id, True))
+        pairs.append(("Parent kind", session.parent_kind, False))
     if session.continued_into:
-        lines.append(f"- Continued in: `{session.continued_into}`")
+        pairs.append(("Continued in", session.continued_into, True))
     if session.workspace_key:
-        lines.append(f"- Workspace: {session.workspace_key}")
-    return lines
+        pairs.append(("Workspace", session.workspace_key, False))
+    return pairs
 
 
-def _md_message(message: BackupMessage) -> str:
+def _md_meta(session: BackupSession) -> list[str]:
+    return [
+        f"- {label}: {md.code_span(value) if is_id else md.inline(value)}"
+        for label, value, is_id in _meta_pairs(session)
+    ]
+
+
+def _md_message(message: BackupMessage, quarto: bool) -> str:
     label: str = message.role
     if message.role == "tool" and message.tool_name:
-        label = f"tool ({message.tool_name})"
+        label = f"tool ({md.inline(message.tool_name)})"
     note = " · archived by compaction" if message.resolved_state() == "compacted" else ""
     blocks = [f"### {label} · {_when(message.at)}{note}"]
     text = _text(message)
     if message.role == "tool":
-        blocks.append(_fence(text))
+        blocks.append(md.fence(text))
     elif text:
-        blocks.append(text)
+        blocks.append(md.block(text, quarto=quarto))
     for call in message.tool_calls:
-        blocks += [f"Tool call `{call.name}` (`{call.id}`):", _fence(call.arguments, "json")]
+        name, cid = md.code_span(call.name), md.code_span(call.id)
+        blocks += [f"Tool call {name} ({cid}):", md.fence(call.arguments, "json")]
     for media in message.media:
-        blocks.append(f"Attachment ({media.kind}): `{media.path}`")
-    return "\n\n".join(blocks) + "\n"
+        blocks.append(f"Attachment ({md.inline(media.kind)}): {md.code_span(media.path)}")
+    out = "\n\n".join(blocks) + "\n"
+    return md.quarto_literal(out) if quarto else out
 
 
 def render_markdown(session: BackupSession, *, quarto: bool = False) -> str:
-    """A Markdown (or Quarto ``.qmd``) transcript of the display history."""
+    """A Markdown (or Quarto ``.qmd``) transcript of the display history.
+
+    Stored text is shown, never interpreted: see ``markdown_safe``. A ``.qmd`` names the
+    ``markdown`` engine, so rendering it never runs code.
+    """
     title = session.title or session.id
     head: list[str] = []
     if quarto:
-        head += ["---", f"title: {json.dumps(title, ensure_ascii=False)}"]
-        head += [f"date: {json.dumps(_when(session.started_at))}", "format: html", "---", ""]
+        head += ["---", f"title: {json.dumps(md.quarto_literal(title), ensure_ascii=False)}"]
+        head += [f"date: {json.dumps(_when(session.started_at))}", "format: html"]
+        head += ["engine: markdown", "---", ""]
     else:
-        head += [f"# {title}", ""]
-    head += [*_meta_lines(session), ""]
-    body = [_md_message(m) for m in display_messages(session)]
+        head += [f"# {md.inline(title)}", ""]
+    meta = _md_meta(session)
+    head += [*(md.quarto_literal(line) for line in meta), ""] if quarto else [*meta, ""]
+    body = [_md_message(m, quarto) for m in display_messages(session)]
     return "\n".join(head) + "\n" + "\n".join(body)
 
 
@@ -134,7 +145,7 @@ def render_html(session: BackupSession) -> str:
     """A readable, self-contained HTML page (inline CSS, no scripts, every value escaped)."""
     e = html.escape
     title = session.title or session.id
-    meta = "".join(f"<li>{e(line[2:].replace('`', ''))}</li>" for line in _meta_lines(session))
+    meta = "".join(f"<li>{e(label)}: {e(value)}</li>" for label, value, _ in _meta_pairs(session))
     body = "\n".join(_html_message(m) for m in display_messages(session))
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
@@ -155,9 +166,9 @@ def user_prompts(session: BackupSession) -> list[BackupMessage]:
 def render_prompts_markdown(session: BackupSession) -> str:
     """The user prompts of a session as Markdown, one section each."""
     title = session.title or session.id
-    out = [f"# {title} — user prompts", "", f"- Session: `{session.id}`", ""]
+    out = [f"# {md.inline(title)} — user prompts", "", f"- Session: {md.code_span(session.id)}", ""]
     for i, message in enumerate(user_prompts(session), 1):
-        out += [f"## {i} · {_when(message.at)}", "", _text(message), ""]
+        out += [f"## {i} · {_when(message.at)}", "", md.block(_text(message)), ""]
     return "\n".join(out)
 
 
