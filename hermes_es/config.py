@@ -80,6 +80,13 @@ class MediaConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Seconds the transcriber may run per file."""
 
 
+class StoreConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """Where the session store lives."""
+
+    url: str = ""
+    """A ``postgresql://`` URL or a file path; empty: the profile's state.db."""
+
+
 class HermesConfig(msgspec.Struct, frozen=True, kw_only=True):
     """The whole validated config.yaml."""
 
@@ -89,6 +96,7 @@ class HermesConfig(msgspec.Struct, frozen=True, kw_only=True):
     sessions: SessionsConfig = msgspec.field(default_factory=SessionsConfig)
     dashboard: DashboardConfig = msgspec.field(default_factory=DashboardConfig)
     media: MediaConfig = msgspec.field(default_factory=MediaConfig)
+    store: StoreConfig = msgspec.field(default_factory=StoreConfig)
     toolsets: list[str] = msgspec.field(default_factory=_default_toolsets)
     mcp_servers: dict[str, Any] = msgspec.field(default_factory=dict)
     terminal: dict[str, Any] = msgspec.field(default_factory=dict)

@@ -1,4 +1,5 @@
-"""Shared fixtures: a temporary HERMES_HOME and an engine on it with a deterministic clock."""
+"""Shared fixtures: a temporary HERMES_HOME, an engine on it with a deterministic clock, and a
+real PostgreSQL server (started once per run, only when a test asks for it)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,11 @@ from pathlib import Path
 import pytest
 
 from hermes_es.commands.engine import SessionEngine
+
+try:  # --import-mode=importlib imports this file by its dotted path under the repository root
+    from tests.pg_server import PgServer
+except ModuleNotFoundError:  # pragma: no cover
+    from pg_server import PgServer  # type: ignore[no-redef,import-not-found]
 
 START = 1_700_000_000.0
 """Where the test clock starts (2023-11-14, UTC)."""
@@ -63,6 +69,27 @@ def engine(home: Path, clock: Clock) -> Iterator[SessionEngine]:
         yield eng
     finally:
         eng.close()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """A real PostgreSQL server on 127.0.0.1 (a free port), stopped when the run ends."""
+    server = PgServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server: PgServer) -> Iterator[str]:
+    """The URL of a fresh PostgreSQL database (pg_trgm installed), dropped after the test."""
+    url = pg_server.database()
+    try:
+        yield url
+    finally:
+        pg_server.drop(url)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -47,10 +47,18 @@ ROOT_COMMANDS = {
 
 @click.group(cls=RootGroup, lazy=ROOT_COMMANDS, invoke_without_command=True)
 @click.option("-p", "--profile", default=None, help="Profile name (default: the default profile).")
+@click.option(
+    "--store",
+    "store",
+    default=None,
+    metavar="URL",
+    help="Session store: a postgresql:// URL or a state.db path"
+    " (default: $HERMES_STORE_URL, config.yaml store.url, else the profile's state.db).",
+)
 @chat_options
 @click.version_option(package_name="hermes_es", prog_name="hermes")
 @click.pass_context
-def cli(ctx: click.Context, /, profile: str | None, **chat: Any) -> None:
+def cli(ctx: click.Context, /, profile: str | None, store: str | None, **chat: Any) -> None:
     """hermes: an AI agent whose every conversation is recorded as events.
 
     With no subcommand, chat: interactively on a terminal, or once with -q/-z/-Q.

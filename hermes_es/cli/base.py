@@ -12,12 +12,13 @@ import apsw
 import click
 import msgspec
 
-from hermes_es.errors import HermesError, SessionNotFoundError
+from hermes_es.errors import HermesError
 from hermes_es.home import hermes_home, profile_dir
 
 if TYPE_CHECKING:
     from hermes_es.commands.engine import SessionEngine
     from hermes_es.config import LoadedConfig
+    from hermes_es.store.backend import StoreBackend
 
 
 class HermesCommandError(click.ClickException):
@@ -43,7 +44,7 @@ class HermesGroup(click.Group):
             ) from exc
         except apsw.Error as exc:
             where = ctx.find_root().obj
-            path = where.db_path if isinstance(where, Hermes) else "state.db"
+            path = where.backend.location if isinstance(where, Hermes) else "state.db"
             raise click.ClickException(f"{path}: {exc}") from exc
         except OSError as exc:
             target = f": {exc.filename}" if exc.filename else ""
@@ -84,39 +85,59 @@ class LazyGroup(HermesGroup):
 class Hermes:
     """What every command needs: where the profile lives, and lazily opened store handles."""
 
-    def __init__(self, home: Path, profile: str | None) -> None:
+    def __init__(self, home: Path, profile: str | None, store: str | None = None) -> None:
         self.home = home
         self.profile = profile
         self.dir = profile_dir(home, profile)
         self.db_path = self.dir / "state.db"
+        """The profile's state.db: the default store, and where holder leases are kept."""
+        self.store_option = store
+        self._backend: StoreBackend | None = None
         self._engine: SessionEngine | None = None
         self._conn: apsw.Connection | None = None
+        self._light: apsw.Connection | None = None
         self._config: LoadedConfig | None = None
 
     @classmethod
-    def from_env(cls, profile: str | None) -> Hermes:
-        """From HERMES_HOME (or ~/.hermes) and an optional profile name."""
-        return cls(hermes_home(os.environ), profile)
+    def from_env(cls, profile: str | None, store: str | None = None) -> Hermes:
+        """From HERMES_HOME (or ~/.hermes), an optional profile name and ``--store``."""
+        return cls(hermes_home(os.environ), profile, store)
+
+    @property
+    def backend(self) -> StoreBackend:
+        """The store: ``--store``, $HERMES_STORE_URL, config.yaml ``store.url``, else state.db."""
+        if self._backend is None:
+            from hermes_es.store.backend import open_backend, resolve_target
+
+            target = resolve_target(
+                self.db_path, self.dir / "config.yaml", option=self.store_option
+            )
+            self._backend = open_backend(target, lease_path=self.db_path)
+        return self._backend
 
     def engine(self) -> SessionEngine:
         """The write-side engine (imports eventsourcing; only write commands call this)."""
         if self._engine is None:
             from hermes_es.commands.engine import SessionEngine
 
-            self._engine = SessionEngine.open(self.db_path, actor=actor_name())
+            self._engine = SessionEngine(self.backend, actor=actor_name())
         return self._engine
 
     def reader(self) -> apsw.Connection:
         """A connection for queries; a missing store means there are no sessions yet."""
         if self._conn is None:
-            from hermes_es.projections.catalog import connect
-
-            if not self.db_path.exists():
-                raise SessionNotFoundError(
-                    f"no sessions yet: {self.db_path} does not exist", subject=str(self.db_path)
-                )
-            self._conn = connect(self.db_path)
+            backend = self.backend
+            backend.require()
+            self._conn = backend.reader()
         return self._conn
+
+    def light_reader(self) -> apsw.Connection:
+        """The cheapest read connection (list, stats); closed with the rest at exit."""
+        if self._light is None:
+            backend = self.backend
+            backend.require()
+            self._light = backend.light_reader()
+        return self._light
 
     def config(self) -> LoadedConfig:
         """The profile's config.yaml (defaults when absent)."""
@@ -130,8 +151,9 @@ class Hermes:
         """Close whatever was opened."""
         if self._engine is not None:
             self._engine.close()
-        if self._conn is not None:
-            self._conn.close()
+        for conn in (self._conn, self._light):
+            if conn is not None:
+                conn.close()
 
 
 def actor_name() -> str:
@@ -145,8 +167,8 @@ def get_hermes(ctx: click.Context) -> Hermes:
     root = ctx.find_root()
     obj = root.obj
     if not isinstance(obj, Hermes):
-        profile = root.params.get("profile") if root.params else None
-        obj = Hermes.from_env(profile)
+        params = root.params or {}
+        obj = Hermes.from_env(params.get("profile"), params.get("store"))
         root.obj = obj
         root.call_on_close(obj.close)
     return obj

@@ -208,11 +208,10 @@ class ChatApp:
     def reader(self) -> apsw.Connection:
         """A light read connection (no eventsourcing); the write side's while state.db is new."""
         if self._reader is None:
-            if not self.hermes.db_path.exists():
+            backend = self.hermes.backend
+            if not backend.exists():
                 return self.engine.store.connection()
-            from hermes_es.store.db import open_db
-
-            self._reader = open_db(self.hermes.db_path)
+            self._reader = backend.light_reader()
         return self._reader
 
     def settle(self) -> None:

@@ -21,6 +21,7 @@ _VALUE_OPTIONS = frozenset(
     {
         "-p",
         "--profile",
+        "--store",
         "-q",
         "--query",
         "-z",

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 def _engine(ctx: click.Context) -> SessionEngine:
     hermes = get_hermes(ctx)
-    if not hermes.db_path.exists():
+    if not hermes.backend.exists():
         raise SessionNotFoundError(
             f"no sessions yet: {hermes.db_path} does not exist", subject=str(hermes.db_path)
         )

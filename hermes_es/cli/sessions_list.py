@@ -10,13 +10,11 @@ import os
 import shutil
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from hermes_es.cli.base import echo_json, get_hermes, when
-from hermes_es.errors import SessionNotFoundError
+from hermes_es.cli.base import Hermes, echo_json, get_hermes, when
 
 if TYPE_CHECKING:
     import apsw
@@ -26,15 +24,11 @@ if TYPE_CHECKING:
 ROLES = ("user", "assistant", "tool", "system")
 
 
-def _open_light(db_path: Path) -> apsw.Connection:
+def _open_light(hermes: Hermes) -> apsw.Connection:
     """A plain connection for list/stats (no tokenizer, no projection modules)."""
-    from hermes_es.store.db import open_db
-
-    if not db_path.exists():
-        raise SessionNotFoundError(
-            f"no sessions yet: {db_path} does not exist", subject=str(db_path)
-        )
-    return open_db(db_path)
+    backend = hermes.backend
+    backend.require()
+    return backend.light_reader()
 
 
 def _short_path(path: str) -> str:
@@ -99,7 +93,7 @@ def list_cmd(
     from hermes_es.queries.listing import list_sessions
 
     hermes = get_hermes(ctx)
-    conn = _open_light(hermes.db_path)
+    conn = _open_light(hermes)
     try:
         rows = list_sessions(
             conn, sources=sources or None, workspace=workspace, limit=limit, archived=archived
@@ -247,7 +241,7 @@ def stats_cmd(ctx: click.Context, as_json: bool) -> None:
     from hermes_es.queries.listing import store_stats
 
     hermes = get_hermes(ctx)
-    conn = _open_light(hermes.db_path)
+    conn = _open_light(hermes)
     try:
         stats = store_stats(conn, hermes.db_path)
     finally:

@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from hermes_es.cli.base import echo_json, get_hermes
 from hermes_es.cli.progress import progress_bar
 from hermes_es.errors import SessionNotFoundError
+
+if TYPE_CHECKING:
+    from hermes_es.store.backend import StoreBackend
+
+
+def _existing_store(ctx: click.Context) -> StoreBackend:
+    """The invocation's store; a store that does not exist yet is an error (exit 1)."""
+    backend = get_hermes(ctx).backend
+    if not backend.exists():
+        raise SessionNotFoundError(f"no store at {backend.location}", subject=backend.location)
+    return backend
 
 
 @click.command("rebuild-projections")
@@ -19,13 +31,9 @@ def rebuild_cmd(ctx: click.Context, quiet: bool) -> None:
 
     Example: hermes sessions rebuild-projections
     """
-    from hermes_es.projections.rebuild import rebuild
-
-    hermes = get_hermes(ctx)
-    if not hermes.db_path.exists():
-        raise SessionNotFoundError(f"no store at {hermes.db_path}", subject=str(hermes.db_path))
+    backend = _existing_store(ctx)
     with progress_bar("rebuilding", enabled=not quiet and sys.stderr.isatty()) as update:
-        count = rebuild(hermes.db_path, progress=update)
+        count = backend.rebuild(progress=update)
     click.echo(f"rebuilt projections from {count} events")
 
 
@@ -40,13 +48,9 @@ def verify_cmd(ctx: click.Context, as_json: bool, quiet: bool) -> None:
 
     Example: hermes sessions verify --json
     """
-    from hermes_es.projections.rebuild import verify
-
-    hermes = get_hermes(ctx)
-    if not hermes.db_path.exists():
-        raise SessionNotFoundError(f"no store at {hermes.db_path}", subject=str(hermes.db_path))
+    backend = _existing_store(ctx)
     with progress_bar("verifying", enabled=not quiet and sys.stderr.isatty()) as update:
-        diffs = verify(hermes.db_path, progress=update)
+        diffs = backend.verify(progress=update)
     bad = [d for d in diffs if not d.equal]
     if as_json:
         echo_json({"ok": not bad, "tables": diffs})

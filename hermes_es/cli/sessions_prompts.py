@@ -19,7 +19,7 @@ def _hermes_for(ctx: click.Context, profile: str | None) -> Hermes:
     root = ctx.find_root()
     if isinstance(root.obj, Hermes):
         root.obj.close()
-    hermes = Hermes.from_env(profile)
+    hermes = Hermes.from_env(profile, (root.params or {}).get("store"))
     root.obj = hermes
     root.call_on_close(hermes.close)
     return hermes
@@ -42,7 +42,7 @@ def refresh_prompts_cmd(
     Example: hermes sessions refresh-prompts --session 20250305_091523_a1b2c3
     """
     hermes = _hermes_for(ctx, profile)
-    if not hermes.db_path.exists():
+    if not hermes.backend.exists():
         if session_ref is not None:
             from hermes_es.errors import SessionNotFoundError
 
@@ -104,7 +104,7 @@ def repair_prompts_cmd(
     from hermes_es.commands.prompts_admin import apply_repairs, scan_prompts
 
     hermes = get_hermes(ctx)
-    if session_ref is None and not hermes.db_path.exists():
+    if session_ref is None and not hermes.backend.exists():
         if as_json:
             echo_json({"applied": apply, "counts": {}, "to_clear": 0, "cleared": 0, "sessions": []})
         else:

@@ -157,7 +157,7 @@ def prune_cmd(
     if not f.has_time():
         f = UnitFilter(**{**f.__dict__, "older_than": DEFAULT_AGE})
     hermes = get_hermes(ctx)
-    if not hermes.db_path.exists():
+    if not hermes.backend.exists():
         raise SessionNotFoundError(f"no store at {hermes.db_path}", subject=str(hermes.db_path))
     if not dry_run and not force:
         _check_holders(hermes.db_path, "prune", gateway_matters=True)
@@ -212,7 +212,7 @@ def optimize_cmd(ctx: click.Context, force: bool, as_json: bool) -> None:
     from hermes_es.commands.optimize import optimize_store
 
     hermes = get_hermes(ctx)
-    if not hermes.db_path.exists():
+    if not hermes.backend.exists():
         raise SessionNotFoundError(f"no store at {hermes.db_path}", subject=str(hermes.db_path))
     if not force:
         _check_holders(hermes.db_path, "optimize", gateway_matters=False)

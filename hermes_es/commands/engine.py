@@ -20,6 +20,7 @@ from hermes_es.ids import new_session_id
 from hermes_es.queries import lookup
 from hermes_es.queries.resolve import resolve_session
 from hermes_es.queries.search import SearchHit, search_messages
+from hermes_es.store.backend import StoreBackend, is_postgres_url, open_backend
 from hermes_es.workspace import workspace_key
 
 MessageLike = ev.Message | Mapping[str, Any]
@@ -67,10 +68,17 @@ class SessionEngine:
     """Record, resume, search and curate sessions in one state.db."""
 
     def __init__(
-        self, db_path: Path, *, clock: Callable[[], float] = time.time, actor: str = ""
+        self,
+        target: StoreBackend | Path | str,
+        *,
+        clock: Callable[[], float] = time.time,
+        actor: str = "",
     ) -> None:
-        self.db_path = db_path
-        self.store = Store(db_path, clock=clock)
+        """``target``: a backend, a state.db path, or a ``postgresql://`` URL."""
+        self.backend = target if isinstance(target, StoreBackend) else open_backend(target)
+        self.db_path = self.backend.lease_path
+        """Where holder leases are kept (the state.db itself on SQLite)."""
+        self.store: Store = self.backend.store(clock=clock)
         self.actor = actor
         self.store.connection()
 
@@ -83,7 +91,10 @@ class SessionEngine:
         clock: Callable[[], float] = time.time,
         actor: str = "",
     ) -> SessionEngine:
-        """Open (creating when needed) the store in a HERMES_HOME, a profile, or a .db file."""
+        """Open (creating when needed) the store in a HERMES_HOME, a profile, a .db file, or the
+        PostgreSQL database a ``postgresql://`` URL names."""
+        if is_postgres_url(home_or_db):
+            return cls(open_backend(home_or_db), clock=clock, actor=actor)
         return cls(db_path_for(home_or_db, profile), clock=clock, actor=actor)
 
     def close(self) -> None:
