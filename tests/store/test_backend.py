@@ -49,7 +49,7 @@ def test_bad_store_entry_in_config_is_a_config_error(tmp_path: Path) -> None:
     """``store.url`` must be a string: anything else is a ConfigError naming the file."""
     config = tmp_path / "config.yaml"
     config.write_text("store:\n  url: [1, 2]\n")
-    with pytest.raises(ConfigError, match="config.yaml"):
+    with pytest.raises(ConfigError, match=r"config\.yaml"):
         configured_url(config)
 
 
