@@ -16,7 +16,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from hermes_es.commands.engine import SessionEngine
     from hermes_es.commands.holders import Holder, SessionTakenOverError
     from hermes_es.config import HermesConfig
-    from hermes_es.responders.base import ChatMessage, Responder, TurnResult
+    from hermes_es.responders.base import ChatMessage, OnDelta, Responder, TurnResult
 
 
 def err(message: str) -> None:
@@ -90,9 +90,20 @@ class LazyResponder:
         *,
         model: str,
         reasoning: str | None = None,
+        tools: Sequence[dict[str, Any]] = (),
+        on_delta: OnDelta | None = None,
+        cancel: threading.Event | None = None,
     ) -> TurnResult:
         """Answer the window."""
-        return self.real().respond(system_prompt, messages, model=model, reasoning=reasoning)
+        return self.real().respond(
+            system_prompt,
+            messages,
+            model=model,
+            reasoning=reasoning,
+            tools=tools,
+            on_delta=on_delta,
+            cancel=cancel,
+        )
 
     def summarize(self, messages: list[ChatMessage]) -> str:
         """Compaction summary."""

@@ -37,9 +37,11 @@ if TYPE_CHECKING:
     import apsw
 
     from hermes_es.commands.engine import SessionEngine
+    from hermes_es.commands.turn_events import TurnEvent
     from hermes_es.config import HermesConfig
     from hermes_es.queries.transcript import TranscriptMessage
     from hermes_es.responders.base import ChatMessage, Responder, TurnResult
+    from hermes_es.tools import ToolContext
 
 CLI_HISTORY_SOURCES = ("cli", "tui", "oneshot")
 """Sources ``-c`` and ``--resume latest`` treat as CLI history (one-shot runs included)."""
@@ -49,11 +51,18 @@ PICKER_HIDDEN_SOURCES = ("oneshot", "kanban", "tool")
 
 SUMMARY_PREFIX = "[Summary of earlier conversation]"
 
+REPAIR_RESULT = "error: interrupted: this tool call never returned a result (recorded on repair)"
+"""The tool result a repair records for a call an earlier run left unanswered."""
+
 Notify = Callable[[str], None]
 
 
 def _quiet(_: str) -> None:
     """Default notifier: say nothing."""
+
+
+def _ignore(_: TurnEvent) -> None:
+    """Default turn-event listener: draw nothing."""
 
 
 class TurnOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -68,6 +77,8 @@ class TurnOutcome(msgspec.Struct, frozen=True, kw_only=True):
     """Sequence numbers of the user message then the responder's messages."""
     attachments: list[str] = []
     """One note per attachment handled this turn."""
+    interrupted: bool = False
+    """The turn was cancelled part-way; what arrived was recorded, marked interrupted."""
 
 
 class CompressOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -96,6 +107,7 @@ def stored_to_dict(message: TranscriptMessage) -> dict[str, Any]:
                 "id": c.get("id", ""),
                 "name": c.get("name", ""),
                 "arguments": c.get("arguments", "{}"),
+                **({"type": c["type"]} if c.get("type", "function") != "function" else {}),
             }
             for c in message.tool_calls
         ],
@@ -130,7 +142,12 @@ def dict_to_chat(message: dict[str, Any]) -> ChatMessage:
         role=message["role"],
         content=content,
         tool_calls=[
-            ToolCall(id=c["id"], name=c["name"], arguments=c.get("arguments", "{}"))
+            ToolCall(
+                id=c["id"],
+                name=c["name"],
+                arguments=c.get("arguments", "{}"),
+                type=c.get("type", "function"),
+            )
             for c in message.get("tool_calls") or []
         ],
         tool_call_id=message.get("tool_call_id"),
@@ -138,26 +155,78 @@ def dict_to_chat(message: dict[str, Any]) -> ChatMessage:
     )
 
 
-def result_to_dicts(result: TurnResult) -> list[dict[str, Any]]:
-    """The responder's messages as appendable mappings (usage on the final message)."""
+def _produced_dicts(
+    messages: Sequence[ChatMessage], usage: tuple[int, int]
+) -> list[dict[str, Any]]:
+    """The turn's messages as appendable mappings (the turn's usage on its final message)."""
     out: list[dict[str, Any]] = []
-    for index, m in enumerate(result.messages):
-        last = index == len(result.messages) - 1
+    for index, m in enumerate(messages):
+        last = index == len(messages) - 1
         out.append(
             {
                 "role": m.role,
                 "content": m.content,
                 "tool_calls": [
-                    {"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls
+                    {
+                        "id": c.id,
+                        "name": c.name,
+                        "arguments": c.arguments,
+                        **({"type": c.type} if c.type != "function" else {}),
+                    }
+                    for c in m.tool_calls
                 ],
                 "tool_call_id": m.tool_call_id,
                 "tool_name": m.name,
                 "reasoning": m.reasoning,
                 "finish_reason": m.finish_reason,
-                "tokens_in": result.usage.prompt_tokens if last else 0,
-                "tokens_out": result.usage.completion_tokens if last else 0,
+                "tokens_in": usage[0] if last else 0,
+                "tokens_out": usage[1] if last else 0,
             }
         )
+    return out
+
+
+def result_to_dicts(result: TurnResult) -> list[dict[str, Any]]:
+    """A responder's messages as appendable mappings (usage on the final message)."""
+    return _produced_dicts(
+        result.messages, (result.usage.prompt_tokens, result.usage.completion_tokens)
+    )
+
+
+def unanswered_calls(messages: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(call id, tool name) of every assistant tool call in ``messages`` without a result."""
+    answered = {m.get("tool_call_id") for m in messages if m["role"] == "tool"}
+    return [
+        (call["id"], call.get("name", ""))
+        for m in messages
+        if m["role"] == "assistant"
+        for call in m.get("tool_calls") or []
+        if call["id"] not in answered
+    ]
+
+
+def send_order(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The window in the order a strict endpoint accepts: each tool result right after the
+    assistant message that called it (a repair result recorded later moves up to its call),
+    results without their call in the window dropped."""
+    pending: dict[str, dict[str, Any]] = {}
+    calls_at: set[str] = set()
+    for m in messages:
+        for call in m.get("tool_calls") or []:
+            calls_at.add(call["id"])
+        if m["role"] == "tool" and m.get("tool_call_id") in calls_at:
+            pending.setdefault(m["tool_call_id"], m)
+    out: list[dict[str, Any]] = []
+    placed: set[str] = set()
+    for m in messages:
+        if m["role"] == "tool":
+            continue
+        out.append(m)
+        for call in m.get("tool_calls") or []:
+            result = pending.get(call["id"])
+            if result is not None and call["id"] not in placed:
+                placed.add(call["id"])
+                out.append(result)
     return out
 
 
@@ -285,8 +354,8 @@ class Chat:
         self._meta = state
 
     def window(self) -> list[ChatMessage]:
-        """The active conversation window as the responder sees it."""
-        return [dict_to_chat(m) for m in self.memory]
+        """The active conversation window as the responder sees it (strict send order)."""
+        return [dict_to_chat(m) for m in send_order(self.memory)]
 
     def _check_guard(self) -> None:
         """Stop here (the guard raises) when this chat may no longer write its session."""
@@ -454,34 +523,180 @@ class Chat:
 
     # -- turns -------------------------------------------------------------------------------
 
-    def send(self, text: str, *, injections: Sequence[str] = ()) -> TurnOutcome:
-        """Run one turn: record the user message, ask the responder, record its turn atomically."""
+    def send(
+        self,
+        text: str,
+        *,
+        injections: Sequence[str] = (),
+        on_event: Callable[[TurnEvent], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> TurnOutcome:
+        """Run one turn: record the user message, then the tool loop, recorded atomically.
+
+        The model is called with the window and the session's tools; each tool it calls is
+        run from the registry and answered, and the model is called again, until it answers
+        without tools or ``max_turns`` model calls were made. ``on_event`` hears each reply
+        delta, tool call and tool result as they happen (see ``turn_events``); setting
+        ``cancel`` stops the turn, keeping what arrived (marked ``interrupted``). Whatever
+        happens, every recorded tool call is recorded with its result.
+        """
         if not text.strip() and not self.pending_attachments:
             raise ValidationError("empty message", subject="message")
         from hermes_es.commands.holders import SessionTakenOverError
-        from hermes_es.responders.base import ChatMessage, text_of
+        from hermes_es.responders.base import text_of
 
+        emit = on_event or _ignore
         prompt = self.system_prompt()
+        self._repair_unanswered()
         media, notes = self._media_for(text)
         user: dict[str, Any] = {"role": "user", "content": text, "media": media}
         [user_seq] = self._append([user])
-        window = self.window()
+        base = self.window()
         if injections:
-            window.append(ChatMessage(role="system", content="\n\n".join(injections)))
-        result = self.responder.respond(prompt, window, model=self.model, reasoning=self.reasoning)
-        produced = result_to_dicts(result)
-        reply = text_of(result.messages[-1].content) if result.messages else ""
+            base.append(self._injection(injections))
+        produced, usage, interrupted = self._tool_loop(prompt, base, emit, cancel)
+        reply = (
+            text_of(produced[-1].content) if produced and produced[-1].role == "assistant" else ""
+        )
+        dicts = _produced_dicts(produced, usage)
         try:
-            seqs = self._append(produced) if produced else []
+            seqs = self._append(dicts) if dicts else []
         except SessionTakenOverError as exc:
             exc.reply = reply  # taken over while the responder ran: show it, record nothing
             raise
         return TurnOutcome(
             session_id=self.session_id,
             reply=reply,
-            messages=list(result.messages),
+            messages=produced,
             seqs=[user_seq, *seqs],
             attachments=notes,
+            interrupted=interrupted,
+        )
+
+    @staticmethod
+    def _injection(injections: Sequence[str]) -> ChatMessage:
+        from hermes_es.responders.base import ChatMessage
+
+        return ChatMessage(role="system", content="\n\n".join(injections))
+
+    def tool_definitions(self) -> list[dict[str, Any]]:
+        """The request's ``tools`` array: the session's pinned tools the registry can run."""
+        from hermes_es.tools import definitions
+
+        pinned = self._meta.tools if self._meta.tools is not None else self.tools
+        return definitions(pinned)
+
+    def tool_context(self) -> ToolContext:
+        """What this session's tools may see: its workspace and a store search."""
+        from hermes_es.tools import ToolContext
+
+        cwd = self._meta.cwd
+        workspace = Path(cwd) if cwd else self.workspace
+        return ToolContext(workspace=workspace, search=self._search_lines)
+
+    def _search_lines(self, query: str, limit: int) -> list[str]:
+        hits = self.engine.search(query, limit=limit)
+        return [
+            f"{h.session_id} #{h.seq} {h.role}: "
+            + h.snippet.replace("\x02", "").replace("\x03", "")
+            for h in hits
+        ]
+
+    def _tool_loop(
+        self,
+        prompt: str,
+        base: list[ChatMessage],
+        emit: Callable[[TurnEvent], None],
+        cancel: threading.Event | None,
+    ) -> tuple[list[ChatMessage], tuple[int, int], bool]:
+        """Call the model and run its tools until it answers; returns (messages, usage,
+        interrupted)."""
+        from hermes_es.commands.turn_events import ReplyDelta, ToolCallStarted, ToolResultReady
+        from hermes_es.responders.base import ChatMessage, text_of
+        from hermes_es.tools import run_tool
+
+        tools = self.tool_definitions()
+        context = self.tool_context()
+        produced: list[ChatMessage] = []
+        tokens_in = tokens_out = 0
+        limit = self.config.max_turns
+        for call_number in range(1, limit + 1):
+            streamed: list[str] = []
+
+            def on_delta(piece: str, streamed: list[str] = streamed) -> None:
+                if piece:
+                    streamed.append(piece)
+                    emit(ReplyDelta(text=piece))
+
+            result = self.responder.respond(
+                prompt,
+                [*base, *produced],
+                model=self.model,
+                reasoning=self.reasoning,
+                tools=tools,
+                on_delta=on_delta,
+                cancel=cancel,
+            )
+            tokens_in += result.usage.prompt_tokens
+            tokens_out += result.usage.completion_tokens
+            interrupted = result.interrupted or (cancel is not None and cancel.is_set())
+            messages = list(result.messages) or [ChatMessage(role="assistant")]
+            answer = messages[-1]
+            if not streamed and text_of(answer.content):
+                emit(ReplyDelta(text=text_of(answer.content)))
+            if interrupted:
+                # keep what arrived; calls that never ran are not recorded
+                kept = msgspec.structs.replace(answer, tool_calls=[], finish_reason="interrupted")
+                if text_of(kept.content) or kept.reasoning:
+                    produced.append(kept)
+                return produced, (tokens_in, tokens_out), True
+            produced.extend(messages[:-1])
+            produced.append(answer)
+            if not answer.tool_calls:
+                return produced, (tokens_in, tokens_out), False
+            last_call = call_number == limit
+            for call in answer.tool_calls:
+                emit(ToolCallStarted(call_id=call.id, name=call.name, arguments=call.arguments))
+                if last_call:
+                    content = f"error: not run: this turn reached max_turns ({limit} model calls)"
+                    is_error = True
+                elif cancel is not None and cancel.is_set():
+                    content, is_error = "error: interrupted: the turn was cancelled", True
+                else:
+                    outcome = run_tool(call.name, call.arguments, context)
+                    content, is_error = outcome.content, outcome.is_error
+                emit(
+                    ToolResultReady(
+                        call_id=call.id, name=call.name, content=content, is_error=is_error
+                    )
+                )
+                produced.append(
+                    ChatMessage(role="tool", content=content, tool_call_id=call.id, name=call.name)
+                )
+            if cancel is not None and cancel.is_set():
+                return produced, (tokens_in, tokens_out), True
+        self.notify(f"the turn stopped after max_turns ({limit}) model calls")
+        return produced, (tokens_in, tokens_out), False
+
+    def _repair_unanswered(self) -> None:
+        """Answer tool calls an older build left without results, as one recorded event, so
+        a strict endpoint accepts the window."""
+        missing = unanswered_calls(self.memory)
+        if not missing:
+            return
+        repairs = [
+            {
+                "role": "tool",
+                "content": REPAIR_RESULT,
+                "tool_call_id": call_id,
+                "tool_name": name or None,
+                "finish_reason": "interrupted",
+            }
+            for call_id, name in missing
+        ]
+        self._append(repairs)
+        self.notify(
+            f"answered {len(repairs)} unanswered tool call(s) left by an earlier run as interrupted"
         )
 
     # -- slash-command use cases -------------------------------------------------------------

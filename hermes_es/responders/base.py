@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import msgspec
@@ -19,6 +21,8 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
     """Tool name."""
     arguments: str = "{}"
     """JSON-encoded arguments, as the model produced them."""
+    type: str = "function"
+    """The call type (chat-completions only defines ``function``), kept as given."""
 
 
 class ChatMessage(msgspec.Struct, frozen=True, kw_only=True):
@@ -58,6 +62,12 @@ class TurnResult(msgspec.Struct, frozen=True, kw_only=True):
     """Tokens billed for the turn."""
     model: str = ""
     """Model that answered, as reported by the provider when it says."""
+    interrupted: bool = False
+    """The caller's cancel stopped the answer part-way: ``messages`` hold what arrived."""
+
+
+OnDelta = Callable[[str], None]
+"""Called with each piece of reply text as it arrives (streaming responders)."""
 
 
 class Responder(Protocol):
@@ -80,8 +90,17 @@ class Responder(Protocol):
         *,
         model: str,
         reasoning: str | None = None,
+        tools: Sequence[dict[str, Any]] = (),
+        on_delta: OnDelta | None = None,
+        cancel: threading.Event | None = None,
     ) -> TurnResult:
-        """Answer the conversation window ``messages`` under ``system_prompt``."""
+        """Answer the conversation window ``messages`` under ``system_prompt``.
+
+        The answer is one model call: an assistant message with text and/or tool calls (the
+        chat runs the tools and calls again). ``tools`` is the request's ``tools`` array;
+        ``on_delta`` receives reply text as it arrives; a set ``cancel`` stops the answer
+        part-way and returns what arrived with ``interrupted`` set.
+        """
         ...
 
     def summarize(self, messages: list[ChatMessage]) -> str:

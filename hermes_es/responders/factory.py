@@ -14,8 +14,9 @@ from hermes_es.responders.openai_compat import OpenAICompatResponder
 PROVIDERS = ("offline", "openai")
 """Known values of ``model.provider``; ``offline`` is the default."""
 
-DEFAULT_TIMEOUT = 30.0
-"""Seconds allowed for connecting and for each read when ``model.timeout`` is not set."""
+DEFAULT_TIMEOUT = 60.0
+"""Seconds allowed for connecting and for each read when ``model.timeout`` is not set (the
+same default as ``ModelConfig.timeout``)."""
 
 _MISSING = object()
 
@@ -75,6 +76,7 @@ def _openai_responder(config: Mapping[str, Any], env: Mapping[str, str]) -> Open
         timeout=_timeout(config),
         max_retries=_max_retries(config),
         can_see_images=_flag(config, "can_see_images"),
+        stream=_flag(config, "stream", default=True),
     )
 
 
@@ -130,9 +132,9 @@ def _max_retries(config: Mapping[str, Any]) -> int:
     return value
 
 
-def _flag(config: Mapping[str, Any], key: str) -> bool:
-    """Return ``model.<key>`` as a boolean (default false)."""
-    value = _setting(config, key, False)
+def _flag(config: Mapping[str, Any], key: str, *, default: bool = False) -> bool:
+    """Return ``model.<key>`` as a boolean."""
+    value = _setting(config, key, default)
     if not isinstance(value, bool):
         raise ConfigError(
             f"model.{key} must be true or false, got {value!r}", subject=f"model.{key}"

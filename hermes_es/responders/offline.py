@@ -1,21 +1,25 @@
 """The built-in offline responder: deterministic, no network, no key.
 
-It echoes the last user message, runs a tiny deterministic tool set when asked
-(``/tool <name> <args>`` or ``run: <name> <args>`` on a line of their own), and summarises
-extractively. The same input always gives the same output: no randomness, no clock.
+It echoes the last user message, calls tools when asked (``/tool <name> <args>`` or
+``run: <name> <args>`` on a line of their own: one call per line, arguments ``{"text": args}``;
+the chat runs them from the tool registry and calls again, and the reply then reports the
+results), and summarises extractively. The same input always gives the same output: no
+randomness, no clock.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Mapping
-from types import MappingProxyType
+import threading
+from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 
 from hermes_es.responders.base import (
     ChatMessage,
+    OnDelta,
     ToolCall,
     TurnResult,
     Usage,
@@ -30,22 +34,6 @@ _TRIGGER = re.compile(r"^\s*(?:/tool\s+|run:\s*)(?P<name>\S+)[ \t]*(?P<args>.*?)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _EXCERPT_CHARS = 80
 _ITEM_CHARS = 160
-
-
-def _echo(text: str) -> str:
-    """Return the argument text unchanged."""
-    return text
-
-
-def _word_count(text: str) -> str:
-    """Return how many whitespace-separated words the argument text has."""
-    return str(len(text.split()))
-
-
-TOOLS: Mapping[str, Callable[[str], str]] = MappingProxyType(
-    {"echo": _echo, "word_count": _word_count}
-)
-"""The offline tool set: every tool is a pure function of its argument text."""
 
 
 class OfflineResponder:
@@ -72,31 +60,36 @@ class OfflineResponder:
         *,
         model: str,
         reasoning: str | None = None,
+        tools: Sequence[dict[str, Any]] = (),
+        on_delta: OnDelta | None = None,
+        cancel: threading.Event | None = None,
     ) -> TurnResult:
-        """Answer the last user message, running any requested offline tools first."""
+        """One model call: ask for the tools a trigger line names, or answer.
+
+        A pending user message with trigger lines gets an assistant message calling those
+        tools (the chat runs them and calls again); a window ending in tool results gets a
+        reply reporting them; anything else gets the echo reply.
+        """
         calls = _tool_calls(_pending_user_text(messages), _call_id_prefix(system_prompt, messages))
-        produced: list[ChatMessage] = []
+        produced: ChatMessage
         if calls:
-            produced.append(
-                ChatMessage(role="assistant", tool_calls=calls, finish_reason="tool_calls")
-            )
-            produced.extend(_run_tool(call) for call in calls)
-            reply = _tool_reply(produced[1:])
+            produced = ChatMessage(role="assistant", tool_calls=calls, finish_reason="tool_calls")
         else:
-            reply = _echo_reply(messages)
-        produced.append(
-            ChatMessage(
+            results = _trailing_results(messages)
+            reply = _tool_reply(results) if results else _echo_reply(messages)
+            if on_delta is not None:
+                on_delta(reply)
+            produced = ChatMessage(
                 role="assistant",
                 content=reply,
                 reasoning=_reasoning_note(reasoning),
                 finish_reason="stop",
             )
-        )
         usage = Usage(
             prompt_tokens=_estimate_tokens([system_prompt, *map(_message_text, messages)]),
-            completion_tokens=_estimate_tokens([_message_text(m) for m in produced]),
+            completion_tokens=_estimate_tokens([_message_text(produced)]),
         )
-        return TurnResult(messages=produced, usage=usage, model=model or OFFLINE_MODEL)
+        return TurnResult(messages=[produced], usage=usage, model=model or OFFLINE_MODEL)
 
     def summarize(self, messages: list[ChatMessage]) -> str:
         """Summarise extractively: first sentence of user turns, key line of assistant turns."""
@@ -143,16 +136,14 @@ def _tool_calls(text: str | None, prefix: str) -> list[ToolCall]:
     ]
 
 
-def _run_tool(call: ToolCall) -> ChatMessage:
-    """Run one offline tool and return its result message, answering ``call.id``."""
-    tool = TOOLS.get(call.name)
-    if tool is None:
-        known = ", ".join(sorted(TOOLS))
-        result = f"error: unknown tool {call.name!r} (offline tools: {known})"
-    else:
-        arguments = msgspec.json.decode(call.arguments, type=dict[str, str])
-        result = tool(arguments.get("text", ""))
-    return ChatMessage(role="tool", content=result, tool_call_id=call.id, name=call.name)
+def _trailing_results(messages: list[ChatMessage]) -> list[ChatMessage]:
+    """The tool results at the end of the window (the answers to the last tool calls)."""
+    results: list[ChatMessage] = []
+    for message in reversed(messages):
+        if message.role != "tool":
+            break
+        results.insert(0, message)
+    return results
 
 
 def _tool_reply(results: list[ChatMessage]) -> str:

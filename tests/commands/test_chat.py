@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,9 +31,10 @@ class Recording(OfflineResponder):
         *,
         model: str,
         reasoning: str | None = None,
+        **options: Any,
     ) -> TurnResult:
         self.calls.append((system_prompt, list(messages)))
-        return super().respond(system_prompt, messages, model=model, reasoning=reasoning)
+        return super().respond(system_prompt, messages, model=model, reasoning=reasoning, **options)
 
 
 def _chat(

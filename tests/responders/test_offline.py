@@ -1,4 +1,4 @@
-"""The offline responder: deterministic echoes, atomic tool-call turns, extractive summaries."""
+"""The offline responder: deterministic echoes, tool calls by trigger line, extractive summaries."""
 
 from __future__ import annotations
 
@@ -49,45 +49,44 @@ def test_long_user_message_is_cut_in_the_reply() -> None:
     assert len(reply) < 140
 
 
-def test_tool_trigger_produces_call_result_and_reply() -> None:
-    """``/tool word_count`` yields call, tool result answering its id, then a final reply."""
-    result = OfflineResponder().respond("sys", [_user("/tool word_count a b c")], model="m")
-    call_msg, tool_msg, final = result.messages
+def test_tool_trigger_asks_for_the_call_then_reports_its_result() -> None:
+    """``/tool word_count`` yields one assistant call; given the result, a reply reporting it."""
+    responder = OfflineResponder()
+    asked = responder.respond("sys", [_user("/tool word_count a b c")], model="m")
+    [call_msg] = asked.messages
     assert call_msg.role == "assistant"
     assert call_msg.finish_reason == "tool_calls"
     [call] = call_msg.tool_calls
     assert call.name == "word_count"
     assert msgspec.json.decode(call.arguments) == {"text": "a b c"}
-    assert tool_msg.role == "tool"
-    assert tool_msg.tool_call_id == call.id
-    assert tool_msg.name == "word_count"
-    assert tool_msg.content == "3"
+    result = ChatMessage(role="tool", content="3", tool_call_id=call.id, name="word_count")
+    window = [_user("/tool word_count a b c"), call_msg, result]
+    [final] = responder.respond("sys", window, model="m").messages
     assert final.role == "assistant"
     assert final.tool_calls == []
     assert final.content == "Tool results: word_count → 3"
 
 
-def test_run_trigger_and_several_tools_in_one_turn() -> None:
-    """Every trigger line becomes one call; results follow in call order, each answering its id."""
+def test_run_trigger_and_several_tools_in_one_call() -> None:
+    """Every trigger line becomes one call with its own id, in line order."""
     text = "Please do this.\nrun: echo hello world\n/tool nosuch thing"
-    result = OfflineResponder().respond("", [_user(text)], model="m")
-    roles = [m.role for m in result.messages]
-    assert roles == ["assistant", "tool", "tool", "assistant"]
-    calls = result.messages[0].tool_calls
+    [asked] = OfflineResponder().respond("", [_user(text)], model="m").messages
+    calls = asked.tool_calls
     assert [c.name for c in calls] == ["echo", "nosuch"]
     assert len({c.id for c in calls}) == 2
-    assert [m.tool_call_id for m in result.messages[1:3]] == [c.id for c in calls]
-    assert result.messages[1].content == "hello world"
-    assert result.messages[2].content == (
-        "error: unknown tool 'nosuch' (offline tools: echo, word_count)"
-    )
+    assert [msgspec.json.decode(c.arguments) for c in calls] == [
+        {"text": "hello world"},
+        {"text": "thing"},
+    ]
 
 
 def test_call_ids_differ_between_turns_with_same_text() -> None:
     """The same trigger later in the conversation gets a different call id."""
     responder = OfflineResponder()
     first = responder.respond("", [_user("/tool echo a")], model="m")
-    window = [_user("/tool echo a"), *first.messages, _user("/tool echo a")]
+    [call] = first.messages[0].tool_calls
+    answered = ChatMessage(role="tool", content="a", tool_call_id=call.id, name="echo")
+    window = [_user("/tool echo a"), *first.messages, answered, _user("/tool echo a")]
     second = responder.respond("", window, model="m")
     assert first.messages[0].tool_calls[0].id != second.messages[0].tool_calls[0].id
 
@@ -95,7 +94,9 @@ def test_call_ids_differ_between_turns_with_same_text() -> None:
 def test_tools_run_only_for_a_pending_user_message() -> None:
     """When the window ends with tool results, no new tool call is made (no agent-loop repeat)."""
     first = OfflineResponder().respond("", [_user("/tool echo a")], model="m")
-    window = [_user("/tool echo a"), *first.messages[:2]]
+    [call] = first.messages[0].tool_calls
+    answered = ChatMessage(role="tool", content="a", tool_call_id=call.id, name="echo")
+    window = [_user("/tool echo a"), first.messages[0], answered]
     again = OfflineResponder().respond("", window, model="m")
     assert [m.role for m in again.messages] == ["assistant"]
     assert again.messages[0].tool_calls == []

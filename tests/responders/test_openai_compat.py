@@ -166,7 +166,7 @@ def test_request_body_has_system_prompt_first_and_exact_messages(endpoint: Endpo
             {"role": "user", "content": "/tool echo hi"},
             {
                 "role": "assistant",
-                "content": "",
+                "content": None,
                 "tool_calls": [
                     {
                         "id": "c1",
@@ -393,7 +393,7 @@ def test_factory_accepts_flat_dotted_keys() -> None:
     config = {"model.provider": "OpenAI", "model.base_url": "https://x.test/v1", "model.name": "m"}
     responder = make_responder(config, {})
     assert isinstance(responder, OpenAICompatResponder)
-    assert responder.timeout == 30.0
+    assert responder.timeout == 60.0
 
 
 def test_factory_base_url_from_environment() -> None:
