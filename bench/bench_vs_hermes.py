@@ -1,0 +1,580 @@
+"""Side by side with Hermes Agent 0.19.0: one seeded workload through both stores, same run.
+
+For each size (``--sizes``; quick: 10,000 messages) the workload of ``bench.hermes_workload``
+(several sources, tool calls and results, identifiers, emails, URLs, CJK) is written through
+Hermes' ``SessionDB`` (in its own virtual environment, ``bench/out/hermes-venv``, installed here
+on first use with ``pip install hermes-agent==0.19.0``) and through ``SessionEngine``:
+
+* append messages/s: the last ``--timed`` messages one call each (``SessionDB.append_message``
+  / ``SessionEngine.append_message``) on top of the rest, written in bulk first (Hermes through
+  its own ``_insert_message_rows``, this project through ``Store`` transactions); floor: a raw
+  APSW insert of the same rows, one transaction each, into a table with an FTS5 index;
+* bytes per message: pages in use (``dbstat``) over messages, and per table and index;
+* search p50/p99 per query class (word, two words, phrase, prefix, identifier, CJK), limit 20;
+  floor: a plain scan of every message's text for the query (the substring scan);
+* recall of identifier and CJK queries (each with 1-300 matches) against the substring scan;
+* ``sessions list`` cold start (a real subprocess of each CLI) on a store of ``--sessions``
+  sessions; floor: the bare interpreter start of each environment;
+* rebuild of the message events, backup import and Hermes migration (this project only) against
+  a raw batched insert of the same rows (5,000 per transaction, FTS rows added per batch).
+
+Run: ``python -m bench.bench_vs_hermes [--quick] [--sizes 10000,100000,1000000]
+[--sessions 100000] [--figures append,bytes,search,list,rebuild,import]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.common import BENCH_DIR, emit, latency_summary, log, machine_info, out_dir, ratio
+from bench.hermes_workload import PER_SESSION, Msg, Workload, recall_queries, substring_scan
+
+BENCH = "vs_hermes"
+HERMES_VERSION = "0.19.0"
+FIGURES = ("append", "bytes", "search", "list", "rebuild", "import")
+
+
+# -- the Hermes environment -----------------------------------------------------------------------
+
+
+def hermes_venv() -> Path:
+    """``bench/out/hermes-venv`` with hermes-agent installed (installed now when missing)."""
+    venv = out_dir() / "hermes-venv"
+    python = venv / "bin" / "python"
+    probe = [str(python), "-c", "import importlib.metadata as m; print(m.version('hermes-agent'))"]
+    if python.exists():
+        found = subprocess.run(probe, capture_output=True, text=True, check=False).stdout.strip()
+        if found == HERMES_VERSION:
+            return venv
+    log(f"installing hermes-agent=={HERMES_VERSION} into {venv} (first run only)")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", f"hermes-agent=={HERMES_VERSION}"],
+        check=True,
+    )
+    return venv
+
+
+def hermes_side(venv: Path, args: dict[str, Any]) -> dict[str, Any]:
+    """Run one ``bench/hermes_side.py`` operation in the Hermes environment."""
+    cmd = [str(venv / "bin" / "python"), str(BENCH_DIR / "hermes_side.py"), json.dumps(args)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"hermes side {args['op']} failed:\n{proc.stderr[-4000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+# -- this project's side ------------------------------------------------------------------------
+
+
+def _draft(m: Msg) -> Any:
+    from hermes_es import events as ev
+
+    calls = [
+        ev.ToolCall(id=c["id"], name=c["function"]["name"], arguments=c["function"]["arguments"])
+        for c in m.tool_calls
+    ]
+    return ev.Message(
+        seq=-1,
+        uid="",
+        role=m.role,
+        content=m.content,
+        tool_calls=calls,
+        tool_call_id=m.tool_call_id,
+        tool_name=m.tool_name,
+        at=m.at,
+    )
+
+
+def build_engine(path: Path, work: Workload, timed: int) -> dict[str, float]:
+    """Bulk part through Store transactions, then ``timed`` one-call appends (timed)."""
+    from hermes_es.aggregates import session as agg
+    from hermes_es.commands.engine import SessionEngine
+
+    engine = SessionEngine(path)
+    store = engine.store
+    bulk_n = work.n - timed
+    messages = work.messages()
+    started = time.perf_counter()
+    done = 0
+    tail: list[Msg] = []
+    group: dict[int, list[Msg]] = {}
+
+    def write(group: dict[int, list[Msg]]) -> None:
+        with store.transaction() as batch:
+            for k, msgs in group.items():
+                sid = work.session_id(k)
+                state = batch.record(
+                    sid,
+                    agg.start(sid, at=work.start_at + k * 600.0, source=work.source(k), cwd=""),
+                    expected_version=0,
+                )
+                for m in msgs:  # one event per message, as live appends store them
+                    state = batch.record(sid, agg.append(state, [_draft(m)], at=m.at))
+
+    for i, m in enumerate(messages):
+        if i >= bulk_n:
+            tail.append(m)
+            continue
+        group.setdefault(m.session, []).append(m)
+        if i == bulk_n - 1 or (len(group) >= 100 and (i + 1) % PER_SESSION == 0):
+            write(group)
+            done += sum(len(v) for v in group.values())
+            group = {}
+            if done % 200_000 < 1000:
+                log(f"  engine bulk {done:,}/{bulk_n:,} ({time.perf_counter() - started:.0f}s)")
+    bulk_s = time.perf_counter() - started
+    seen: set[int] = set()
+    append_s = 0.0
+    clock = time.perf_counter
+    for m in tail:
+        sid = work.session_id(m.session)
+        if m.session not in seen:
+            seen.add(m.session)
+            if not _exists(engine, sid):
+                engine.start_session(work.source(m.session), session_id=sid, cwd="")
+        fields: dict[str, Any] = {}
+        if m.tool_calls:
+            fields["tool_calls"] = [
+                {
+                    "id": c["id"],
+                    "name": c["function"]["name"],
+                    "arguments": c["function"]["arguments"],
+                }
+                for c in m.tool_calls
+            ]
+        if m.tool_call_id:
+            fields["tool_call_id"] = m.tool_call_id
+            fields["tool_name"] = m.tool_name
+        t0 = clock()
+        engine.append_message(sid, m.role, m.content, at=m.at, **fields)
+        append_s += clock() - t0
+    engine.close()
+    return {"bulk_s": bulk_s, "append_s": append_s, "appended": len(tail)}
+
+
+def _exists(engine: Any, sid: str) -> bool:
+    rows = engine.store.connection().execute("SELECT 1 FROM sessions WHERE id = ?", (sid,))
+    return bool(rows.fetchall())
+
+
+# -- floors -------------------------------------------------------------------------------------
+
+
+_FLOOR_SCHEMA = (
+    "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+    "CREATE TABLE m (id INTEGER PRIMARY KEY, session_id TEXT NOT NULL, role TEXT NOT NULL,"
+    " content TEXT, tool_calls TEXT, tool_call_id TEXT, tool_name TEXT, at REAL NOT NULL);"
+    "CREATE INDEX m_session ON m (session_id, at);"
+)
+
+
+def _floor_row(work: Workload, i: int, m: Msg) -> tuple[object, ...]:
+    calls = json.dumps(m.tool_calls) if m.tool_calls else None
+    return (i + 1, work.session_id(m.session), m.role, m.content, calls, m.tool_call_id,
+            m.tool_name, m.at)  # fmt: skip
+
+
+def _floor_db(path: Path) -> Any:
+    import apsw
+
+    from hermes_es.projections.fts import PREFIX_INDEX, register_tokenizer
+
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+    conn = apsw.Connection(str(path))
+    register_tokenizer(conn)
+    for statement in _FLOOR_SCHEMA.split(";"):
+        if statement.strip():
+            conn.execute(statement).fetchall()
+    conn.execute(
+        "CREATE VIRTUAL TABLE m_fts USING fts5(content, content='m', content_rowid='id',"
+        f" tokenize='hermes', prefix='{PREFIX_INDEX}')"
+    )
+    return conn
+
+
+def floor_batched(path: Path, work: Workload, *, fts: bool = True, per_txn: int = 5000) -> float:
+    """Seconds to insert every workload row, ``per_txn`` a transaction (FTS rows per batch)."""
+    conn = _floor_db(path)
+    insert = "INSERT INTO m VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    seconds = 0.0
+    rows: list[tuple[object, ...]] = []
+
+    def flush() -> float:
+        t0 = time.perf_counter()
+        with conn:
+            conn.executemany(insert, rows)
+            if fts:
+                conn.execute(
+                    "INSERT INTO m_fts (rowid, content) SELECT id, content FROM m WHERE id >= ?",
+                    (rows[0][0],),
+                )
+        return time.perf_counter() - t0
+
+    for i, m in enumerate(work.messages()):
+        rows.append(_floor_row(work, i, m))
+        if len(rows) >= per_txn:
+            seconds += flush()
+            rows = []
+    if rows:
+        seconds += flush()
+    conn.close()
+    return seconds
+
+
+def floor_append(path: Path, work: Workload, count: int) -> float:
+    """Seconds for ``count`` raw inserts (row + FTS row), one transaction each."""
+    conn = _floor_db(path)
+    seconds = 0.0
+    clock = time.perf_counter
+    for i, m in enumerate(work.messages()):
+        if i >= count:
+            break
+        row = _floor_row(work, i, m)
+        t0 = clock()
+        with conn:
+            conn.execute("INSERT INTO m VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+            conn.execute("INSERT INTO m_fts (rowid, content) VALUES (?, ?)", (row[0], row[3]))
+        seconds += clock() - t0
+    conn.close()
+    return seconds
+
+
+# -- bytes ----------------------------------------------------------------------------------------
+
+
+def dbstat(path: Path) -> dict[str, int]:
+    """Bytes in use per table or index (``dbstat``: page payload + overhead, not free pages)."""
+    import apsw
+
+    conn = apsw.Connection(
+        f"file:{path}?mode=ro", flags=apsw.SQLITE_OPEN_URI | apsw.SQLITE_OPEN_READONLY
+    )
+    try:
+        rows = conn.execute(
+            "SELECT name, SUM(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC"
+        ).fetchall()
+    finally:
+        conn.close()
+    return {str(name): int(size) for name, size in rows}
+
+
+def _fts_total(stat: dict[str, int], prefix: str) -> int:
+    return sum(v for k, v in stat.items() if k.startswith(prefix))
+
+
+# -- search -------------------------------------------------------------------------------------
+
+
+def query_classes(work: Workload, recall: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Queries per class: frequent and spread words, pairs, phrases, prefixes, ids, CJK."""
+    gen = work.gen
+    top = gen.words[:4]
+    spread = [gen.word_at_quantile(q) for q in (0.1, 0.3, 0.5, 0.7, 0.9, 0.99)]
+    words = top + spread + [gen.words[200 + k * 997] for k in range(5)]
+    two = [f"{a} {b}" for a, b in zip(words, reversed(words), strict=True)]
+    phrases = [f'"{a} {b}"' for a, b in zip(gen.words[:6], gen.words[1:7], strict=True)] + [
+        f'"{gen.word_at_quantile(q)} {gen.word_at_quantile(q / 2)}"' for q in (0.3, 0.5, 0.7, 0.9)
+    ]
+    prefixes = [w[:3] + "*" for w in words if len(w) >= 3] + ["co*", "re*"]
+    identifiers = ["chat-send", "snake_case_name", "getUserById", "HTTP_404", "v1.2.3"]
+    identifiers += ["src/main.py", "tool_call_id", "gpt-4o", *recall["identifier"]]
+    cjk = ["模型", "全文搜索", "検索", "세션", *recall["cjk"]]
+    return {
+        "word": words,
+        "two_words": two,
+        "phrase": phrases,
+        "prefix": prefixes,
+        "identifier": identifiers,
+        "cjk": cjk,
+    }
+
+
+def _timed(fn: Callable[[str], object], queries: list[str], rounds: int) -> list[float]:
+    out: list[float] = []
+    for _ in range(rounds):
+        for q in queries:
+            t0 = time.perf_counter()
+            fn(q)
+            out.append(time.perf_counter() - t0)
+    return out
+
+
+def bench_search(
+    venv: Path, work: Workload, ours: Path, theirs: Path, texts: list[str], rounds: int
+) -> None:
+    """Latency per class on both stores, recall of identifier and CJK queries, scan floor."""
+    from hermes_es.projections.catalog import connect
+    from hermes_es.queries.search import search_messages
+
+    recall = recall_queries(texts)
+    classes = query_classes(work, recall)
+    recall_list = recall["identifier"] + recall["cjk"]
+    log(f"  search: {sum(map(len, classes.values()))} queries; {len(recall_list)} recall queries")
+    h = hermes_side(
+        venv,
+        {"op": "search", "db": str(theirs), "classes": classes, "rounds": rounds,
+         "recall": recall_list},
+    )  # fmt: skip
+    conn = connect(ours)
+    # The ids the engine's hits map back to: (session, seq) -> message index.
+    seq0 = int(conn.execute("SELECT MIN(seq) FROM messages").fetchall()[0][0])
+    n = work.n
+    scan_queries = [q.strip('"').rstrip("*") for q in classes["two_words"][:3]]
+    scan = _timed(lambda q: substring_scan(texts, q), scan_queries, 1)
+    for name, queries in classes.items():
+        for q in queries:
+            search_messages(conn, q, limit=20)
+        mine = latency_summary(
+            _timed(lambda q: search_messages(conn, q, limit=20), queries, rounds)
+        )
+        hers = latency_summary(h["times"][name])
+        emit(
+            BENCH, f"search_{name}", value=mine["p50_ms"], unit="ms p50", p99_ms=mine["p99_ms"],
+            hermes_p50_ms=hers["p50_ms"], hermes_p99_ms=hers["p99_ms"],
+            vs_hermes=ratio(mine["p50_ms"], hers["p50_ms"]),
+            floor=round(statistics.median(scan) * 1000, 3), floor_kind="substring scan ms",
+            target="p50 <= Hermes; p99 <= 50 ms at 5M",
+            ok=mine["p50_ms"] <= hers["p50_ms"] and mine["p99_ms"] <= 50,
+            queries=len(queries), messages=n,
+        )  # fmt: skip
+    for name in ("identifier", "cjk"):
+        mine_r: list[float] = []
+        hers_r: list[float] = []
+        for q in recall[name]:
+            truth = set(substring_scan(texts, q))
+            hits = search_messages(conn, q, limit=1000)
+            got = {int(x.session_id.rsplit("_", 1)[1]) * PER_SESSION + x.seq - seq0 for x in hits}
+            mine_r.append(len(truth & got) / len(truth))
+            hers_r.append(len(truth & {i - 1 for i in h["found"][q]}) / len(truth))
+        value = min(mine_r) if mine_r else float("nan")
+        emit(
+            BENCH, f"recall_{name}", value=value, unit="min recall", mean=statistics.fmean(mine_r),
+            hermes=min(hers_r), hermes_mean=statistics.fmean(hers_r), queries=len(mine_r),
+            target=1.0, ok=value == 1.0, messages=n,
+        )  # fmt: skip
+    conn.close()
+
+
+# -- sessions list ------------------------------------------------------------------------------
+
+
+def _median_wall(cmd: list[str], env: dict[str, str], runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, env=env, check=True, capture_output=True)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def build_list_store(path: Path, n: int) -> None:
+    """``n`` sessions of two messages through Store transactions, 500 sessions each."""
+    from hermes_es import events as ev
+    from hermes_es.aggregates import session as agg
+    from hermes_es.commands.unit_of_work import Store
+
+    store = Store(path)
+    for first in range(0, n, 500):
+        with store.transaction() as batch:
+            for k in range(first, min(first + 500, n)):
+                sid = f"list_{k:08d}"
+                at = 1_700_000_000.0 + k * 60.0
+                state = batch.record(
+                    sid, agg.start(sid, at=at, source="cli", title=f"bench session {k}", cwd="")
+                )
+                drafts = [
+                    ev.Message(seq=-1, uid="", role="user", content=f"question {k}"),
+                    ev.Message(seq=-1, uid="", role="assistant", content=f"answer {k}"),
+                ]
+                batch.record(sid, agg.append(state, drafts, at=at + 1))
+    store.close()
+
+
+def bench_list(venv: Path, sessions: int, runs: int) -> None:
+    """Cold start of ``hermes sessions list`` in both projects, beside bare interpreter starts."""
+    home = out_dir() / f"vs_list_{sessions}"
+    ours, theirs = home / "ours", home / "hermes"
+    if not (theirs / "state.db").exists() or not (ours / "state.db").exists():
+        shutil.rmtree(home, ignore_errors=True)
+        ours.mkdir(parents=True)
+        theirs.mkdir(parents=True)
+        log(f"  list stores: {sessions:,} sessions each")
+        hermes_side(venv, {"op": "sessions", "db": str(theirs / "state.db"), "n": sessions})
+        build_list_store(ours / "state.db", sessions)
+    env = dict(os.environ)
+    our_cmd = [sys.executable, "-c", "from hermes_es.cli import main; main()", "sessions", "list"]
+    their_cmd = [str(venv / "bin" / "hermes"), "sessions", "list"]
+    for cmd, home_dir in ((our_cmd, ours), (their_cmd, theirs)):
+        _median_wall(cmd, {**env, "HERMES_HOME": str(home_dir)}, 2)  # page cache, .pyc files
+    floor_ours = _median_wall([sys.executable, "-c", "pass"], env, runs)
+    floor_theirs = _median_wall([str(venv / "bin" / "python"), "-c", "pass"], env, runs)
+    mine = _median_wall(our_cmd, {**env, "HERMES_HOME": str(ours)}, runs)
+    hers = _median_wall(their_cmd, {**env, "HERMES_HOME": str(theirs)}, runs)
+    emit(
+        BENCH, "list_cold_start", value=mine * 1000, unit="ms", hermes_ms=hers * 1000,
+        vs_hermes=ratio(mine, hers), floor=floor_ours * 1000, ratio=ratio(mine, floor_ours),
+        hermes_floor_ms=floor_theirs * 1000, target="<= 0.4x Hermes at 100k sessions",
+        ok=mine <= 0.4 * hers, sessions=sessions,
+    )  # fmt: skip
+
+
+# -- rebuild, import, migration ------------------------------------------------------------------
+
+
+def bench_rebuild(ours: Path, work: Workload, floor_s: float) -> None:
+    """Rebuild every projection of the engine store against the batched floor."""
+    from hermes_es.projections.rebuild import rebuild
+
+    t0 = time.perf_counter()
+    events = rebuild(ours)
+    took = time.perf_counter() - t0
+    emit(
+        BENCH, "rebuild", value=events / took, unit="events/s", floor=work.n / floor_s,
+        ratio=round(floor_s / took, 3), target=0.8, ok=floor_s / took >= 0.8, events=events,
+        messages=work.n,
+    )  # fmt: skip
+
+
+def bench_import(
+    venv: Path, ours: Path, theirs: Path, work: Workload, floors: dict[str, float]
+) -> None:
+    """Backup import and Hermes migration into fresh stores, against the raw batched insert."""
+    from hermes_es.commands.engine import SessionEngine
+    from hermes_es.commands.export import ExportOptions, export_sessions
+    from hermes_es.commands.importing import import_backups
+    from hermes_es.commands.migrate_hermes import import_hermes_db
+
+    scratch = out_dir() / f"vs_import_{work.n}"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    engine = SessionEngine(ours)
+    conn = engine.store.connection()
+    ids = [r[0] for r in conn.execute("SELECT id FROM sessions ORDER BY id")]
+    export_sessions(conn, scratch / "backup", ids, ExportOptions(fmt="jsonl", max_messages=0))
+    engine.close()
+    target = SessionEngine(scratch / "imported.db")
+    t0 = time.perf_counter()
+    import_backups(target.store, [scratch / "backup"], max_messages=0)
+    took = time.perf_counter() - t0
+    target.close()
+    fts, plain = floors["batched"], floors["batched_plain"]
+    emit(
+        BENCH, "import_backup", value=work.n / took, unit="msgs/s", floor=work.n / fts,
+        ratio=round(fts / took, 3), plain_floor=work.n / plain, plain_ratio=round(plain / took, 3),
+        target=0.4, ok=fts / took >= 0.4, messages=work.n,
+    )  # fmt: skip
+    target = SessionEngine(scratch / "migrated.db")
+    t0 = time.perf_counter()
+    report = import_hermes_db(target.store, theirs, max_messages=0)
+    took = time.perf_counter() - t0
+    target.close()
+    emit(
+        BENCH, "migrate_hermes", value=report.imported_messages / took, unit="msgs/s",
+        floor=work.n / fts, ratio=round(fts / took, 3), plain_floor=work.n / plain,
+        plain_ratio=round(plain / took, 3), target=0.4, ok=fts / took >= 0.4,
+        messages=report.imported_messages, sessions=report.imported_sessions,
+    )  # fmt: skip
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+# -- one size -------------------------------------------------------------------------------------
+
+
+def run_size(venv: Path, n: int, args: argparse.Namespace) -> None:
+    """Every figure at ``n`` messages."""
+    figures = set(args.figures)
+    work = Workload(n, args.seed)
+    timed = min(args.timed, n // 5)
+    folder = out_dir() / f"vs_{n}"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    ours, theirs = folder / "ours.db", folder / "hermes" / "state.db"
+    theirs.parent.mkdir()
+    log(f"{n:,} messages: Hermes build ({timed:,} timed appends)")
+    h = hermes_side(venv, {"op": "build", "db": str(theirs), "n": n, "seed": args.seed,
+                           "timed": timed})  # fmt: skip
+    log(f"  hermes: bulk {h['bulk_s']:.1f}s, appends {h['append_s']:.1f}s; engine build")
+    mine = build_engine(ours, work, timed)
+    log(f"  engine: bulk {mine['bulk_s']:.1f}s, appends {mine['append_s']:.1f}s; floors")
+    floors = {
+        "append": floor_append(folder / "floor_append.db", work, timed),
+        "batched": floor_batched(folder / "floor_batched.db", work),
+        "batched_plain": floor_batched(folder / "floor_plain.db", work, fts=False),
+    }
+    if "append" in figures:
+        mine_rate, hers_rate = timed / mine["append_s"], timed / h["append_s"]
+        emit(
+            BENCH, "append", value=mine_rate, unit="msgs/s", hermes=hers_rate,
+            vs_hermes=ratio(mine_rate, hers_rate), floor=timed / floors["append"],
+            ratio=round(floors["append"] / mine["append_s"], 3), target=">= 3x Hermes",
+            ok=mine_rate >= 3 * hers_rate, appended=timed, messages=n,
+        )  # fmt: skip
+    if "bytes" in figures:
+        stat_mine, stat_hers = dbstat(ours), dbstat(theirs)
+        mine_b, hers_b = sum(stat_mine.values()) / n, sum(stat_hers.values()) / n
+        floor_stat = dbstat(folder / "floor_batched.db")
+        emit(
+            BENCH, "bytes_per_message", value=mine_b, unit="B/msg", hermes=hers_b,
+            vs_hermes=ratio(mine_b, hers_b), floor=sum(floor_stat.values()) / n,
+            floor_kind="rows + FTS, no log", target="<= 0.5x Hermes", ok=mine_b <= 0.5 * hers_b,
+            messages=n, text_bytes=sum(len(m.content.encode()) for m in work.messages()) / n,
+        )  # fmt: skip
+        emit(BENCH, "bytes_by_table", value=n, unit="messages",
+             engine={k: round(v / n, 1) for k, v in stat_mine.items()},
+             hermes={k: round(v / n, 1) for k, v in stat_hers.items()})  # fmt: skip
+    if "search" in figures:
+        texts = [m.content for m in work.messages()]
+        bench_search(venv, work, ours, theirs, texts, args.rounds)
+        del texts
+    if "import" in figures and n <= args.import_max:
+        bench_import(venv, ours, theirs, work, floors)
+    if "rebuild" in figures:
+        bench_rebuild(ours, work, floors["batched"])
+    if not args.keep:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every size, then the list cold start."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="10,000 messages, 10,000 sessions")
+    parser.add_argument("--sizes", default="10000,100000,1000000", help="message counts")
+    parser.add_argument("--sessions", type=int, default=100_000, help="sessions for list")
+    parser.add_argument("--timed", type=int, default=3000, help="appends timed one by one")
+    parser.add_argument("--rounds", type=int, default=3, help="passes over each query class")
+    parser.add_argument("--runs", type=int, default=9, help="cold starts to take the median of")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--import-max", type=int, default=100_000, help="largest import size")
+    parser.add_argument("--figures", default=",".join(FIGURES))
+    parser.add_argument("--keep", action="store_true", help="keep the stores under bench/out")
+    args = parser.parse_args(argv)
+    args.figures = [f.strip() for f in args.figures.split(",") if f.strip()]
+    unknown = sorted(set(args.figures) - set(FIGURES))
+    if unknown:
+        parser.error(f"unknown figure(s) {', '.join(unknown)}; have {', '.join(FIGURES)}")
+    if args.quick:
+        args.sizes, args.sessions, args.timed, args.runs, args.rounds = "10000", 10_000, 1000, 5, 2
+    emit(BENCH, "machine", **machine_info())
+    venv = hermes_venv()
+    for n in [int(s) for s in args.sizes.split(",") if s.strip()]:
+        run_size(venv, n, args)
+    if "list" in args.figures:
+        bench_list(venv, args.sessions, args.runs)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

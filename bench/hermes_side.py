@@ -1,0 +1,166 @@
+"""The Hermes Agent side of ``bench_vs_hermes``: runs inside ``bench/out/hermes-venv``.
+
+``python bench/hermes_side.py '{"op": ..., ...}'`` prints one JSON object. Operations:
+
+* ``build``: store the workload's first ``n - timed`` messages through ``SessionDB``'s own row
+  insert (``_insert_message_rows``, many sessions per write transaction, its FTS triggers
+  firing), then append the last ``timed`` messages one call each with
+  ``SessionDB.append_message`` (timed; session rows created untimed).
+* ``search``: for each query class, time ``SessionDB.search_messages(q, limit=20)``; for the
+  recall queries, return the row ids found with ``limit=1000``.
+* ``sessions``: ``n`` sessions of two messages each (for the ``sessions list`` cold start).
+
+Only the standard library, ``bench.common``/``bench.hermes_workload`` and Hermes are imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.hermes_workload import PER_SESSION, Msg, Workload
+
+
+def _open(db_path: Path) -> Any:
+    os.environ["HERMES_HOME"] = str(db_path.parent)
+    from hermes_state import SessionDB
+
+    return SessionDB(db_path=db_path)
+
+
+def _row(m: Msg) -> dict[str, Any]:
+    row: dict[str, Any] = {"role": m.role, "content": m.content, "timestamp": m.at}
+    if m.tool_calls:
+        row["tool_calls"] = m.tool_calls
+    if m.tool_call_id:
+        row["tool_call_id"] = m.tool_call_id
+        row["tool_name"] = m.tool_name
+    return row
+
+
+def _insert_sessions(conn: Any, work: Workload, group: dict[int, list[Msg]], db: Any) -> None:
+    for k, msgs in group.items():
+        conn.execute(
+            "INSERT INTO sessions (id, source, model, started_at) VALUES (?, ?, ?, ?)",
+            (work.session_id(k), work.source(k), "bench-model", work.start_at + k * 600.0),
+        )
+        inserted, calls = db._insert_message_rows(conn, work.session_id(k), [_row(m) for m in msgs])
+        conn.execute(
+            "UPDATE sessions SET message_count = ?, tool_call_count = ? WHERE id = ?",
+            (inserted, calls, work.session_id(k)),
+        )
+
+
+def build(args: dict[str, Any]) -> dict[str, Any]:
+    """Bulk part through Hermes' row insert, then the timed one-call-per-message appends."""
+    db_path = Path(args["db"])
+    work = Workload(args["n"], args["seed"])
+    timed = args["timed"]
+    db = _open(db_path)
+    bulk_n = work.n - timed
+    group: dict[int, list[Msg]] = {}
+    started = time.perf_counter()
+    tail: list[Msg] = []
+    for i, m in enumerate(work.messages()):
+        if i >= bulk_n:
+            tail.append(m)
+            continue
+        group.setdefault(m.session, []).append(m)
+        if i == bulk_n - 1 or (len(group) >= 100 and (i + 1) % PER_SESSION == 0):
+            batch = group
+            group = {}
+            db._execute_write(lambda conn, b=batch: _insert_sessions(conn, work, b, db))
+    bulk_s = time.perf_counter() - started
+    seen: set[int] = set()
+    append_s = 0.0
+    clock = time.perf_counter
+    for m in tail:
+        sid = work.session_id(m.session)
+        if m.session not in seen:
+            seen.add(m.session)
+            if db.get_session(sid) is None:
+                db.create_session(sid, work.source(m.session), model="bench-model")
+        t0 = clock()
+        db.append_message(
+            sid,
+            m.role,
+            content=m.content,
+            tool_calls=m.tool_calls or None,
+            tool_call_id=m.tool_call_id,
+            tool_name=m.tool_name,
+            timestamp=m.at,
+        )
+        append_s += clock() - t0
+    db.close()
+    return {"bulk_s": bulk_s, "append_s": append_s, "appended": len(tail)}
+
+
+def search(args: dict[str, Any]) -> dict[str, Any]:
+    """Per-class latencies (limit 20) and, for recall queries, the row ids found."""
+    db = _open(Path(args["db"]))
+    rounds = args["rounds"]
+    times: dict[str, list[float]] = {}
+    for name, queries in args["classes"].items():
+        for q in queries:
+            db.search_messages(q, limit=20)  # warm
+        out: list[float] = []
+        for _ in range(rounds):
+            for q in queries:
+                t0 = time.perf_counter()
+                db.search_messages(q, limit=20)
+                out.append(time.perf_counter() - t0)
+        times[name] = out
+    found: dict[str, list[int]] = {}
+    for q in args["recall"]:
+        found[q] = [int(r["id"]) for r in db.search_messages(q, limit=1000)]
+    db.close()
+    return {"times": times, "found": found}
+
+
+def sessions(args: dict[str, Any]) -> dict[str, Any]:
+    """``n`` sessions of two messages, written many per transaction through Hermes' row insert."""
+    db_path = Path(args["db"])
+    db = _open(db_path)
+    n = args["n"]
+    started = time.perf_counter()
+    per_txn = 500
+
+    def write(conn: Any, first: int) -> None:
+        for k in range(first, min(first + per_txn, n)):
+            sid = f"list_{k:08d}"
+            conn.execute(
+                "INSERT INTO sessions (id, source, model, started_at, title)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (sid, "cli", "bench-model", 1_700_000_000.0 + k * 60.0, f"bench session {k}"),
+            )
+            db._insert_message_rows(
+                conn,
+                sid,
+                [
+                    {"role": "user", "content": f"question {k}"},
+                    {"role": "assistant", "content": f"answer {k}"},
+                ],
+            )
+
+    for first in range(0, n, per_txn):
+        db._execute_write(lambda conn, f=first: write(conn, f))
+    db.close()
+    return {"build_s": time.perf_counter() - started}
+
+
+def main() -> int:
+    """Run the operation named in the JSON argument."""
+    args = json.loads(sys.argv[1])
+    op = {"build": build, "search": search, "sessions": sessions}[args["op"]]
+    print(json.dumps(op(args)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
