@@ -81,7 +81,12 @@ def run_doctor(
 
 
 def check_store(db_path: Path, *, full: bool = False) -> list[Finding]:
-    """Integrity, projections vs log, FTS index, WAL size, live holders, stored prompts."""
+    """Integrity, projections vs log, event decoding, FTS index, WAL size, holders, prompts.
+
+    The store is opened read-only: doctor never migrates or writes it, and works on a store
+    the user may only read. Only the search-index content check takes the write lock, in a
+    transaction of its own, when the store is writable.
+    """
     if not db_path.exists():
         return [
             Finding(
@@ -90,11 +95,12 @@ def check_store(db_path: Path, *, full: bool = False) -> list[Finding]:
                 message=f"no store yet at {db_path}; it is created by the first session",
             )
         ]
-    from hermes_es.projections.catalog import connect
+    from hermes_es.projections.fts import register_tokenizer
+    from hermes_es.store.db import open_reader
 
     wal = _wal(db_path)  # before opening: the last connection to close truncates the WAL
     try:
-        conn = connect(db_path)
+        conn = open_reader(db_path, hooks=[register_tokenizer])
     except apsw.Error as exc:
         return [
             Finding(
@@ -107,13 +113,16 @@ def check_store(db_path: Path, *, full: bool = False) -> list[Finding]:
     try:
         checks: list[Callable[[], Iterator[Finding]]] = [
             lambda: _integrity(conn, full),
-            lambda: _projections(conn, db_path, full),
-            lambda: _fts(conn),
+            lambda: _projections(conn),
+            lambda: _events(conn, full),
+            lambda: _fts(db_path),
             lambda: _prompts(conn),
         ]
         findings = [f for check in checks for f in _guarded(check)]
     finally:
         conn.close()
+    if full:
+        findings.extend(_guarded(lambda: _verify(db_path)))
     return [*findings, wal, _holders(db_path)]
 
 
@@ -162,12 +171,27 @@ def _integrity_fix(problems: list[str]) -> str:
     )
 
 
-def _projections(conn: apsw.Connection, db_path: Path, full: bool) -> Iterator[Finding]:
-    """Whether the read models have applied every event in the log (and match it, with full)."""
-    from hermes_es.projections.catalog import get_position
-    from hermes_es.queries.health import log_head
+def _projections(conn: apsw.Connection) -> Iterator[Finding]:
+    """Whether the read models have applied every event in the log.
 
-    position, head = get_position(conn), log_head(conn)
+    The log head and the projections' position are read in one read transaction: a writer
+    committing between the two reads would otherwise look like projections falling behind.
+    """
+    from hermes_es.projections.catalog import SCHEMA_VERSION, get_position
+    from hermes_es.queries.health import log_head
+    from hermes_es.store.db import read_transaction
+
+    with read_transaction(conn):
+        layout = int(conn.execute("PRAGMA user_version").fetchall()[0][0])
+        if layout != SCHEMA_VERSION:
+            yield Finding(
+                check="store.projections",
+                level="info",
+                message=f"projections have layout {layout} (this hermes uses {SCHEMA_VERSION});"
+                " the next hermes command that opens the store rebuilds them from the log",
+            )
+            return
+        position, head = get_position(conn), log_head(conn)
     if position == head:
         yield Finding(
             check="store.projections",
@@ -182,15 +206,55 @@ def _projections(conn: apsw.Connection, db_path: Path, full: bool) -> Iterator[F
             message=f"projections are at event {position}, {state} the log head {head}",
             fix=REBUILD_FIX,
         )
-    if full:
-        yield from _verify(db_path)
+
+
+DECODE_BUDGET_SECONDS = 1.0
+"""How long plain doctor spends decoding events, newest first (``--full`` decodes them all)."""
+
+
+def _events(conn: apsw.Connection, full: bool) -> Iterator[Finding]:
+    """Whether stored events decode: all of them with ``full``, else the newest first."""
+    from hermes_es.queries.health import decode_problem
+
+    check = decode_problem(conn, budget=None if full else DECODE_BUDGET_SECONDS)
+    if check.error is not None:
+        yield Finding(
+            check="store.events",
+            level="error",
+            message=check.error.message,
+            fix="run 'hermes sessions history "
+            f"{check.error.stream}' to see the stream; restore state.db from a backup",
+        )
+    elif check.checked < check.total:
+        yield Finding(
+            check="store.events",
+            level="info",
+            message=f"the newest {check.checked} of {check.total} events decode; older ones "
+            "were not checked",
+            fix="run 'hermes doctor --full' to decode every event",
+        )
+    else:
+        yield Finding(
+            check="store.events", level="ok", message=f"all {check.total} stored events decode"
+        )
 
 
 def _verify(db_path: Path) -> Iterator[Finding]:
     """Rebuild into a scratch database and compare every projection table."""
     from hermes_es.projections.rebuild import verify
+    from hermes_es.store.decoding import CorruptEventError
 
-    bad = [d for d in verify(db_path) if not d.equal]
+    try:
+        diffs = verify(db_path)
+    except CorruptEventError as exc:
+        yield Finding(
+            check="store.verify",
+            level="error",
+            message=f"the log cannot be replayed: {exc.message}",
+            fix="restore state.db from a backup",
+        )
+        return
+    bad = [d for d in diffs if not d.equal]
     if not bad:
         yield Finding(
             check="store.verify", level="ok", message="every projection table matches the log"
@@ -205,13 +269,23 @@ def _verify(db_path: Path) -> Iterator[Finding]:
     )
 
 
-def _fts(conn: apsw.Connection) -> Iterator[Finding]:
-    """FTS5's integrity-check of the message search index against the messages table."""
-    from hermes_es.queries.health import fts_problem
+def _fts(db_path: Path) -> Iterator[Finding]:
+    """The message search index: its structure, and (when writable) its content."""
+    from hermes_es.queries.health import fts_content_problem, fts_structure_problem
 
-    problem = fts_problem(conn)
+    problem = fts_structure_problem(db_path)
+    checked_content = False
     if problem is None:
-        yield Finding(check="store.fts", level="ok", message="search index is consistent")
+        problem, checked_content = fts_content_problem(db_path)
+    if problem is None:
+        message = "search index is consistent"
+        if not checked_content:
+            message += (
+                " (structure only: the store is read-only here, and comparing the index "
+                "with the messages needs write access; 'hermes sessions verify' compares it "
+                "with the log)"
+            )
+        yield Finding(check="store.fts", level="ok", message=message)
         return
     yield Finding(
         check="store.fts",

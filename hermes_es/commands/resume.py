@@ -103,12 +103,17 @@ def last_pickup(conn: apsw.Connection, session_id: str) -> dict[str, Any]:
     from hermes_es import events as ev
 
     rows = conn.execute(
-        "SELECT state FROM events WHERE originator_id = ? AND topic = ?"
+        "SELECT state, originator_version, id FROM events WHERE originator_id = ? AND topic = ?"
         " ORDER BY originator_version DESC LIMIT 1",
         (session_id, ev.SessionResumed.topic),
     ).fetchall()
     if rows:
-        resumed = ev.decode(ev.SessionResumed.topic, bytes(rows[0][0]))
+        from hermes_es.store.decoding import decode_row
+
+        state, version, position = rows[0]
+        resumed = decode_row(
+            ev.SessionResumed.topic, state, stream=session_id, version=version, position=position
+        )
         assert isinstance(resumed, ev.SessionResumed)
         return dict(resumed.config)
     started = started_event(conn, session_id)

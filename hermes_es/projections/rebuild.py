@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import apsw
 import msgspec
 
-from hermes_es import events as ev
 from hermes_es.aggregates.state import SessionState, apply
 from hermes_es.events import SessionDeleted
 from hermes_es.projections.base import Change
-from hermes_es.projections.catalog import ProjectionSet, connect, get_position, set_position
+from hermes_es.projections.catalog import (
+    TRACKING_NAME,
+    ProjectionSet,
+    connect,
+    get_position,
+    set_position,
+)
+from hermes_es.projections.fts import register_tokenizer
+from hermes_es.store.db import BUSY_TIMEOUT_MS, file_uri, read_transaction, write_transaction
+from hermes_es.store.decoding import decode_row
+from hermes_es.store.schema import EVENTS_SCHEMA
 
 Progress = Callable[[int, int], None]
 """Called with (events replayed, events in the log)."""
@@ -31,11 +38,14 @@ def is_session_stream(stream: str) -> bool:
 
 
 def _log_batches(
-    conn: apsw.Connection, after: int, upto: int | None = None
+    conn: apsw.Connection, after: int, upto: int | None = None, *, schema: str = "main"
 ) -> Iterator[list[Change]]:
     last = after
     while True:
-        sql = "SELECT id, originator_id, originator_version, topic, state FROM events WHERE id > ?"
+        sql = (
+            "SELECT id, originator_id, originator_version, topic, state"
+            f" FROM {schema}.events WHERE id > ?"
+        )
         params: list[object] = [last]
         if upto is not None:
             sql += " AND id <= ?"
@@ -44,7 +54,12 @@ def _log_batches(
         if not rows:
             return
         yield [
-            Change(position=r[0], stream=r[1], version=r[2], event=ev.decode(r[3], r[4]))
+            Change(
+                position=r[0],
+                stream=r[1],
+                version=r[2],
+                event=decode_row(r[3], r[4], stream=r[1], version=r[2], position=r[0]),
+            )
             for r in rows
         ]
         last = rows[-1][0]
@@ -102,8 +117,8 @@ def replay_into(conn: apsw.Connection, pset: ProjectionSet) -> int:
     return replayer.count
 
 
-def _total(conn: apsw.Connection) -> int:
-    return int(conn.execute("SELECT COUNT(*) FROM events").fetchall()[0][0])
+def _total(conn: apsw.Connection, schema: str = "main") -> int:
+    return int(conn.execute(f"SELECT COUNT(*) FROM {schema}.events").fetchall()[0][0])
 
 
 def _drop(conn: apsw.Connection, tables: list[str]) -> None:
@@ -118,38 +133,56 @@ def rebuild(db_path: Path | str, progress: Progress | None = None) -> int:
     committed meanwhile. Returns the number of events replayed.
     """
     conn = connect(db_path)
+    fresh = ProjectionSet(REBUILD_PREFIX, bulk=True)
     try:
-        fresh = ProjectionSet(REBUILD_PREFIX, bulk=True)
-        live = ProjectionSet()
-        with conn:
-            _drop(conn, fresh.tables())
-            fresh.create(conn, with_indexes=False)
-        replayer = Replayer(fresh)
-        total = _total(conn)
-        for changes in _log_batches(conn, 0):
-            with conn:
-                replayer.feed(conn, changes)
-            if progress:
-                progress(replayer.count, max(total, replayer.count))
-        with conn:
-            for changes in _log_batches(conn, replayer.position):
-                replayer.feed(conn, changes)
-            # The old generation holds nothing the new one lacks (deleted sessions were
-            # already erased row by row), so its pages need not be zeroed as they are freed.
-            conn.execute("PRAGMA secure_delete = OFF")
-            try:
-                _drop(conn, live.tables())
-            finally:
-                conn.execute("PRAGMA secure_delete = ON")
-            for old, new in zip(fresh.tables(), live.tables(), strict=True):
-                conn.execute(f"ALTER TABLE {old} RENAME TO {new}")
-            live.create_indexes(conn)
-            set_position(conn, replayer.position or get_position(conn))
+        try:
+            count = _rebuild(conn, fresh, progress)
+        except BaseException:
+            drop_generation(conn, fresh)
+            raise
         if progress:
-            progress(replayer.count, replayer.count)
-        return replayer.count
+            progress(count, count)
+        return count
     finally:
         conn.close()
+
+
+def drop_generation(conn: apsw.Connection, pset: ProjectionSet) -> None:
+    """Drop a generation's tables with their pages zeroed as they are freed.
+
+    ``secure_delete`` stays on: the pages hold copies of message text, and a session deleted
+    later must leave no copy behind in free pages.
+    """
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+    with write_transaction(conn):
+        conn.execute("PRAGMA secure_delete = ON")
+        _drop(conn, pset.tables())
+
+
+def _rebuild(conn: apsw.Connection, fresh: ProjectionSet, progress: Progress | None) -> int:
+    live = ProjectionSet()
+    with conn:
+        _drop(conn, fresh.tables())
+        fresh.create(conn, with_indexes=False)
+    replayer = Replayer(fresh)
+    total = _total(conn)
+    for changes in _log_batches(conn, 0):
+        with conn:
+            replayer.feed(conn, changes)
+        if progress:
+            progress(replayer.count, max(total, replayer.count))
+    with conn:
+        for changes in _log_batches(conn, replayer.position):
+            replayer.feed(conn, changes)
+        # The old generation's pages are zeroed as they are freed (secure_delete is on for
+        # every connection): they hold copies of text a later delete must not leave behind.
+        _drop(conn, live.tables())
+        for old, new in zip(fresh.tables(), live.tables(), strict=True):
+            conn.execute(f"ALTER TABLE {old} RENAME TO {new}")
+        live.create_indexes(conn)
+        set_position(conn, replayer.position or get_position(conn))
+    return replayer.count
 
 
 class TableDiff(msgspec.Struct, frozen=True):
@@ -176,52 +209,83 @@ def _checksum(conn: apsw.Connection, schema: str, table: str) -> tuple[int, str]
     return count, digest.hexdigest()
 
 
-def verify(db_path: Path | str, progress: Progress | None = None) -> list[TableDiff]:
-    """Replay the log into a scratch database and compare every projection table with live."""
-    db_path = Path(db_path)
-    fd, scratch_name = tempfile.mkstemp(prefix=".verify-", suffix=".db", dir=db_path.parent)
-    os.close(fd)
-    scratch = Path(scratch_name)
+LIVE = "live"
+"""Schema name the live store is attached under while verifying."""
+
+
+def _scratch(db_path: Path) -> apsw.Connection:
+    """A private scratch database with the live store attached read-only as ``live``.
+
+    The scratch is SQLite's temporary database (an empty file name): the file is unlinked the
+    moment it is created, so it is readable by no other process and cannot outlive this one,
+    however it ends (even SIGKILL). The live store is only ever read, so verify works on a
+    store the user cannot write and never takes its write lock.
+    """
+    flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE | apsw.SQLITE_OPEN_URI
+    conn = apsw.Connection("", flags=flags)
+    conn.setbusytimeout(BUSY_TIMEOUT_MS)
+    register_tokenizer(conn)
+    for statement in EVENTS_SCHEMA:
+        conn.execute(statement)
+    ProjectionSet().create(conn)
     try:
-        live_conn = connect(db_path)
-        live_conn.transaction_mode = "DEFERRED"  # a read snapshot; writers keep working
-        scratch_conn = connect(scratch)
+        conn.execute(f"ATTACH DATABASE ? AS {LIVE}", (file_uri(db_path),))
+        conn.execute(f"SELECT 1 FROM {LIVE}.sqlite_schema LIMIT 1").fetchall()
+    except (apsw.CantOpenError, apsw.ReadOnlyError):  # no -shm, none can be created
+        if LIVE in [row[1] for row in conn.execute("PRAGMA database_list")]:
+            conn.execute(f"DETACH DATABASE {LIVE}")
+        conn.execute(f"ATTACH DATABASE ? AS {LIVE}", (file_uri(db_path, immutable=True),))
+    return conn
+
+
+def verify(db_path: Path | str, progress: Progress | None = None) -> list[TableDiff]:
+    """Replay the log into a scratch database and compare every projection table with live.
+
+    The replay reads the log in batches, each in its own short read transaction, so writers
+    keep checkpointing the WAL meanwhile. The comparison then opens one read transaction:
+    inside it the replay catches up with the log head and every live table is read, so the
+    log position and the projections compared are those of one consistent snapshot.
+    """
+    db_path = Path(db_path)
+    conn = _scratch(db_path)
+    try:
         replayer = Replayer(ProjectionSet(bulk=True))
-        with live_conn:  # one read snapshot of the log and the live tables
-            live_conn.execute("SELECT 1 FROM events LIMIT 1").fetchall()
-            total = _total(live_conn)
-            for changes in _log_batches(live_conn, 0):
-                with scratch_conn:
-                    replayer.feed(scratch_conn, changes)
-                if progress:
-                    progress(replayer.count, max(total, replayer.count))
-            scratch_conn.close()
-            live_conn.execute("ATTACH DATABASE ? AS scratch", (str(scratch),))
-            diffs = _compare(live_conn)
-        live_conn.execute("DETACH DATABASE scratch")
-        live_conn.close()
+        with conn:
+            total = _total(conn, LIVE)
+        for changes in _log_batches(conn, 0, schema=LIVE):
+            with conn:
+                replayer.feed(conn, changes)
+            if progress:
+                progress(replayer.count, max(total, replayer.count))
+        with read_transaction(conn):
+            for changes in _log_batches(conn, replayer.position, schema=LIVE):
+                replayer.feed(conn, changes)
+            diffs = _compare(conn)
+        if progress:
+            progress(replayer.count, replayer.count)
         return diffs
     finally:
-        for suffix in ("", "-wal", "-shm"):
-            Path(str(scratch) + suffix).unlink(missing_ok=True)
+        conn.close()
 
 
 def _compare_index(conn: apsw.Connection) -> TableDiff:
-    """Compare the full-text index by content: every (term, document, column, offset)."""
+    """Compare the full-text index by content: every (term, document, column, offset).
+
+    The live index's own structure is checked with ``PRAGMA integrity_check``, which reads
+    only (FTS5's ``'integrity-check'`` command is an INSERT: it needs the write lock, fails on
+    a read-only store and, inside a read snapshot, whenever a writer has committed since).
+    """
     conn.execute(
         "CREATE VIRTUAL TABLE IF NOT EXISTS temp.live_vocab"
-        " USING fts5vocab(main, messages_fts, instance)"
+        f" USING fts5vocab({LIVE}, messages_fts, instance)"
     )
     conn.execute(
         "CREATE VIRTUAL TABLE IF NOT EXISTS temp.new_vocab"
-        " USING fts5vocab(scratch, messages_fts, instance)"
+        " USING fts5vocab(main, messages_fts, instance)"
     )
     try:
-        ok = True
-        try:
-            conn.execute("INSERT INTO main.messages_fts(messages_fts) VALUES ('integrity-check')")
-        except apsw.Error:
-            ok = False
+        rows = conn.execute(f"PRAGMA {LIVE}.integrity_check(messages_fts)").fetchall()
+        ok = [str(r[0]) for r in rows] == ["ok"]
         sums = []
         for table in ("temp.live_vocab", "temp.new_vocab"):
             digest = hashlib.sha256()
@@ -241,14 +305,17 @@ def _compare(conn: apsw.Connection) -> list[TableDiff]:
     tables.append("messages_fts_docsize")
     diffs = []
     for table in tables:
-        live_n, live_sum = _checksum(conn, "main", table)
-        new_n, new_sum = _checksum(conn, "scratch", table)
+        live_n, live_sum = _checksum(conn, LIVE, table)
+        new_n, new_sum = _checksum(conn, "main", table)
         diffs.append(TableDiff(table, live_n, new_n, live_sum == new_sum))
     diffs.append(_compare_index(conn))
-    live_pos = get_position(conn)
-    rows = conn.execute(
-        "SELECT notification_id FROM scratch.tracking WHERE application_name = 'projections'"
-    ).fetchall()
-    new_pos = int(rows[0][0]) if rows else 0
+    positions = []
+    for schema in (LIVE, "main"):
+        rows = conn.execute(
+            f"SELECT notification_id FROM {schema}.tracking WHERE application_name = ?",
+            (TRACKING_NAME,),
+        ).fetchall()
+        positions.append(int(rows[0][0]) if rows else 0)
+    live_pos, new_pos = positions
     diffs.append(TableDiff("tracking", live_pos, new_pos, live_pos == new_pos))
     return diffs

@@ -7,6 +7,7 @@ import msgspec
 
 from hermes_es import events as ev
 from hermes_es.aggregates.validation import content_text
+from hermes_es.store.decoding import decode_row
 
 
 class HistoryEntry(msgspec.Struct, frozen=True, kw_only=True):
@@ -100,7 +101,7 @@ def session_history(conn: apsw.Connection, session_id: str) -> list[HistoryEntry
     ).fetchall()
     out = []
     for position, version, topic, state in rows:
-        event = ev.decode(topic, state)
+        event = decode_row(topic, state, stream=session_id, version=version, position=position)
         out.append(
             HistoryEntry(
                 version=version,

@@ -119,12 +119,13 @@ def display_rows(conn: apsw.Connection, session_id: str) -> list[tuple[int, str,
 def started_event(conn: apsw.Connection, session_id: str) -> SessionStarted | None:
     """The session's ``SessionStarted`` event (model config and launch flags live there)."""
     from hermes_es import events as ev
+    from hermes_es.store.decoding import decode_row
 
     rows = conn.execute(
-        "SELECT topic, state FROM events WHERE originator_id = ? AND originator_version = 1",
+        "SELECT topic, state, id FROM events WHERE originator_id = ? AND originator_version = 1",
         (session_id,),
     ).fetchall()
     if not rows:
         return None
-    event = ev.decode(str(rows[0][0]), bytes(rows[0][1]))
+    event = decode_row(rows[0][0], rows[0][1], stream=session_id, version=1, position=rows[0][2])
     return event if isinstance(event, ev.SessionStarted) else None

@@ -7,10 +7,10 @@ from typing import Any
 import apsw
 import msgspec
 
-from hermes_es import events as ev
 from hermes_es.errors import ValidationError
 from hermes_es.projections.base import Change
 from hermes_es.projections.messages import MessagesProjector
+from hermes_es.store.decoding import decode_row
 
 _JSON = msgspec.json.Decoder()
 
@@ -100,7 +100,7 @@ def messages_as_of(
             subject=session_id,
         )
     rows = conn.execute(
-        "SELECT originator_version, topic, state FROM events WHERE originator_id = ?"
+        "SELECT originator_version, topic, state, id FROM events WHERE originator_id = ?"
         " AND originator_version <= ? ORDER BY originator_version",
         (session_id, version),
     ).fetchall()
@@ -110,10 +110,9 @@ def messages_as_of(
         with scratch:
             for statement in projector.schema():
                 scratch.execute(statement)
-            for v, topic, state in rows:
-                change = Change(
-                    position=v, stream=session_id, version=v, event=ev.decode(topic, state)
-                )
+            for v, topic, state, position in rows:
+                event = decode_row(topic, state, stream=session_id, version=v, position=position)
+                change = Change(position=v, stream=session_id, version=v, event=event)
                 projector.apply(scratch, change)
         return messages_of(scratch, session_id, scope=scope)
     finally:

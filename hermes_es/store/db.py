@@ -95,3 +95,56 @@ def write_transaction(conn: apsw.Connection) -> Iterator[apsw.Connection]:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+@contextmanager
+def read_transaction(conn: apsw.Connection) -> Iterator[apsw.Connection]:
+    """A deferred read transaction: every statement inside reads one WAL snapshot.
+
+    Reuses a transaction that is already open. Reads that must agree with each other (the
+    log head and the projections' position, a table and its index) belong inside one.
+    """
+    if conn.in_transaction:
+        yield conn
+        return
+    conn.execute("BEGIN DEFERRED")
+    try:
+        yield conn
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")
+
+
+def file_uri(path: Path | str, *, immutable: bool = False) -> str:
+    """A read-only ``file:`` URI for ``path`` (``immutable`` when no -shm can be created)."""
+    from urllib.parse import quote
+
+    query = "mode=ro" + ("&immutable=1" if immutable else "")
+    return f"file:{quote(str(Path(path).absolute()))}?{query}"
+
+
+def open_reader(path: Path | str, *, hooks: Iterable[ConnectionHook] = ()) -> apsw.Connection:
+    """Open state.db only for reading: never creates, migrates or writes anything.
+
+    Works on a store the user may not write (a read-only file or directory). A WAL store
+    needs its -shm index; when it is missing and cannot be created there (nobody has the
+    store open and its directory is read-only), nobody can be writing it either, so it is
+    opened as immutable.
+    """
+    conn = _open_read_only(str(path), apsw.SQLITE_OPEN_READONLY)
+    try:
+        conn.execute("SELECT 1 FROM sqlite_schema LIMIT 1").fetchall()
+    except (apsw.CantOpenError, apsw.ReadOnlyError):
+        conn.close()
+        flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+        conn = _open_read_only(file_uri(path, immutable=True), flags)
+    conn.execute("PRAGMA temp_store=MEMORY")
+    for hook in hooks:
+        hook(conn)
+    return conn
+
+
+def _open_read_only(name: str, flags: int) -> apsw.Connection:
+    conn = apsw.Connection(name, flags=flags)
+    conn.setbusytimeout(BUSY_TIMEOUT_MS)
+    return conn
