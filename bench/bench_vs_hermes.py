@@ -313,7 +313,7 @@ def _timed(fn: Callable[[str], object], queries: list[str], rounds: int) -> list
 
 
 def bench_search(
-    venv: Path, work: Workload, ours: Path, theirs: Path, texts: list[str], rounds: int
+    venv: Path | None, work: Workload, ours: Path, theirs: Path, texts: list[str], rounds: int
 ) -> None:
     """Latency per class on both stores, recall of identifier and CJK queries, scan floor."""
     from hermes_es.projections.catalog import connect
@@ -323,11 +323,20 @@ def bench_search(
     classes = query_classes(work, recall)
     recall_list = recall["identifier"] + recall["cjk"]
     log(f"  search: {sum(map(len, classes.values()))} queries; {len(recall_list)} recall queries")
-    h = hermes_side(
-        venv,
-        {"op": "search", "db": str(theirs), "classes": classes, "rounds": rounds,
-         "recall": recall_list},
-    )  # fmt: skip
+    h = (
+        hermes_side(
+            venv,
+            {
+                "op": "search",
+                "db": str(theirs),
+                "classes": classes,
+                "rounds": rounds,
+                "recall": recall_list,
+            },
+        )
+        if venv
+        else None
+    )
     conn = connect(ours)
     # The ids the engine's hits map back to: (session, seq) -> message index.
     seq0 = int(conn.execute("SELECT MIN(seq) FROM messages").fetchall()[0][0])
@@ -340,14 +349,14 @@ def bench_search(
         mine = latency_summary(
             _timed(lambda q: search_messages(conn, q, limit=20), queries, rounds)
         )
-        hers = latency_summary(h["times"][name])
+        hers = latency_summary(h["times"][name]) if h else {"p50_ms": None, "p99_ms": None}
         emit(
             BENCH, f"search_{name}", value=mine["p50_ms"], unit="ms p50", p99_ms=mine["p99_ms"],
             hermes_p50_ms=hers["p50_ms"], hermes_p99_ms=hers["p99_ms"],
-            vs_hermes=ratio(mine["p50_ms"], hers["p50_ms"]),
+            vs_hermes=ratio(mine["p50_ms"], hers["p50_ms"]) if h else None,
             floor=round(statistics.median(scan) * 1000, 3), floor_kind="substring scan ms",
             target="p50 <= Hermes; p99 <= 50 ms at 5M",
-            ok=mine["p50_ms"] <= hers["p50_ms"] and mine["p99_ms"] <= 50,
+            ok=(not h or mine["p50_ms"] <= hers["p50_ms"]) and mine["p99_ms"] <= 50,
             queries=len(queries), messages=n,
         )  # fmt: skip
     for name in ("identifier", "cjk"):
@@ -358,11 +367,13 @@ def bench_search(
             hits = search_messages(conn, q, limit=1000)
             got = {int(x.session_id.rsplit("_", 1)[1]) * PER_SESSION + x.seq - seq0 for x in hits}
             mine_r.append(len(truth & got) / len(truth))
-            hers_r.append(len(truth & {i - 1 for i in h["found"][q]}) / len(truth))
+            if h:
+                hers_r.append(len(truth & {i - 1 for i in h["found"][q]}) / len(truth))
         value = min(mine_r) if mine_r else float("nan")
         emit(
             BENCH, f"recall_{name}", value=value, unit="min recall", mean=statistics.fmean(mine_r),
-            hermes=min(hers_r), hermes_mean=statistics.fmean(hers_r), queries=len(mine_r),
+            hermes=min(hers_r) if hers_r else None,
+            hermes_mean=statistics.fmean(hers_r) if hers_r else None, queries=len(mine_r),
             target=1.0, ok=value == 1.0, messages=n,
         )  # fmt: skip
     conn.close()
@@ -448,9 +459,7 @@ def bench_rebuild(ours: Path, work: Workload, floor_s: float) -> None:
     )  # fmt: skip
 
 
-def bench_import(
-    venv: Path, ours: Path, theirs: Path, work: Workload, floors: dict[str, float]
-) -> None:
+def bench_import(ours: Path, theirs: Path | None, work: Workload, floors: dict[str, float]) -> None:
     """Backup import and Hermes migration into fresh stores, against the raw batched insert."""
     from hermes_es.commands.engine import SessionEngine
     from hermes_es.commands.export import ExportOptions, export_sessions
@@ -476,6 +485,9 @@ def bench_import(
         ratio=round(fts / took, 3), plain_floor=work.n / plain, plain_ratio=round(plain / took, 3),
         target=0.4, ok=fts / took >= 0.4, messages=work.n,
     )  # fmt: skip
+    if theirs is None:
+        shutil.rmtree(scratch, ignore_errors=True)
+        return
     target = SessionEngine(scratch / "migrated.db")
     t0 = time.perf_counter()
     report = import_hermes_db(target.store, theirs, max_messages=0)
@@ -493,7 +505,7 @@ def bench_import(
 # -- one size -------------------------------------------------------------------------------------
 
 
-def run_size(venv: Path, n: int, args: argparse.Namespace) -> None:
+def run_size(venv: Path | None, n: int, args: argparse.Namespace) -> None:
     """Every figure at ``n`` messages."""
     figures = set(args.figures)
     work = Workload(n, args.seed)
@@ -503,10 +515,13 @@ def run_size(venv: Path, n: int, args: argparse.Namespace) -> None:
     folder.mkdir(parents=True)
     ours, theirs = folder / "ours.db", folder / "hermes" / "state.db"
     theirs.parent.mkdir()
-    log(f"{n:,} messages: Hermes build ({timed:,} timed appends)")
-    h = hermes_side(venv, {"op": "build", "db": str(theirs), "n": n, "seed": args.seed,
-                           "timed": timed})  # fmt: skip
-    log(f"  hermes: bulk {h['bulk_s']:.1f}s, appends {h['append_s']:.1f}s; engine build")
+    h: dict[str, Any] | None = None
+    if venv:
+        log(f"{n:,} messages: Hermes build ({timed:,} timed appends)")
+        h = hermes_side(venv, {"op": "build", "db": str(theirs), "n": n, "seed": args.seed,
+                               "timed": timed})  # fmt: skip
+        log(f"  hermes: bulk {h['bulk_s']:.1f}s, appends {h['append_s']:.1f}s")
+    log(f"{n:,} messages: engine build ({timed:,} timed appends)")
     mine = build_engine(ours, work, timed)
     log(f"  engine: bulk {mine['bulk_s']:.1f}s, appends {mine['append_s']:.1f}s; floors")
     floors = {
@@ -515,21 +530,24 @@ def run_size(venv: Path, n: int, args: argparse.Namespace) -> None:
         "batched_plain": floor_batched(folder / "floor_plain.db", work, fts=False),
     }
     if "append" in figures:
-        mine_rate, hers_rate = timed / mine["append_s"], timed / h["append_s"]
+        mine_rate = timed / mine["append_s"]
+        hers_rate = timed / h["append_s"] if h else None
         emit(
             BENCH, "append", value=mine_rate, unit="msgs/s", hermes=hers_rate,
-            vs_hermes=ratio(mine_rate, hers_rate), floor=timed / floors["append"],
-            ratio=round(floors["append"] / mine["append_s"], 3), target=">= 3x Hermes",
-            ok=mine_rate >= 3 * hers_rate, appended=timed, messages=n,
+            vs_hermes=ratio(mine_rate, hers_rate) if hers_rate else None,
+            floor=timed / floors["append"], ratio=round(floors["append"] / mine["append_s"], 3),
+            target=">= 3x Hermes", ok=mine_rate >= 3 * hers_rate if hers_rate else None,
+            appended=timed, messages=n,
         )  # fmt: skip
     if "bytes" in figures:
-        stat_mine, stat_hers = dbstat(ours), dbstat(theirs)
+        stat_mine, stat_hers = dbstat(ours), dbstat(theirs) if h else {}
         mine_b, hers_b = sum(stat_mine.values()) / n, sum(stat_hers.values()) / n
         floor_stat = dbstat(folder / "floor_batched.db")
         emit(
             BENCH, "bytes_per_message", value=mine_b, unit="B/msg", hermes=hers_b,
-            vs_hermes=ratio(mine_b, hers_b), floor=sum(floor_stat.values()) / n,
-            floor_kind="rows + FTS, no log", target="<= 0.5x Hermes", ok=mine_b <= 0.5 * hers_b,
+            vs_hermes=ratio(mine_b, hers_b) if h else None, floor=sum(floor_stat.values()) / n,
+            floor_kind="rows + FTS, no log", target="<= 0.5x Hermes",
+            ok=mine_b <= 0.5 * hers_b if h else None,
             messages=n, text_bytes=sum(len(m.content.encode()) for m in work.messages()) / n,
         )  # fmt: skip
         emit(BENCH, "bytes_by_table", value=n, unit="messages",
@@ -540,7 +558,7 @@ def run_size(venv: Path, n: int, args: argparse.Namespace) -> None:
         bench_search(venv, work, ours, theirs, texts, args.rounds)
         del texts
     if "import" in figures and n <= args.import_max:
-        bench_import(venv, ours, theirs, work, floors)
+        bench_import(ours, theirs if h else None, work, floors)
     if "rebuild" in figures:
         bench_rebuild(ours, work, floors["batched"])
     if not args.keep:
@@ -559,6 +577,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--import-max", type=int, default=100_000, help="largest import size")
     parser.add_argument("--figures", default=",".join(FIGURES))
+    parser.add_argument(
+        "--no-hermes", action="store_true", help="this project only (for sizes Hermes cannot reach)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the stores under bench/out")
     args = parser.parse_args(argv)
     args.figures = [f.strip() for f in args.figures.split(",") if f.strip()]
@@ -568,10 +589,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.sizes, args.sessions, args.timed, args.runs, args.rounds = "10000", 10_000, 1000, 5, 2
     emit(BENCH, "machine", **machine_info())
-    venv = hermes_venv()
+    venv = None if args.no_hermes else hermes_venv()
     for n in [int(s) for s in args.sizes.split(",") if s.strip()]:
         run_size(venv, n, args)
-    if "list" in args.figures:
+    if "list" in args.figures and venv:
         bench_list(venv, args.sessions, args.runs)
     return 0
 

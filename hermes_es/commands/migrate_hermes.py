@@ -6,9 +6,10 @@ title, its parent link (delegate / branch / reset from Hermes' lineage markers, 
 compression), its messages with their active / compacted / rewound states and tool calls as one
 ``HistoryImported`` history, its token totals, end, and pinned / archived / hidden flags.
 
-One transaction per session, so a long migration shows progress and a re-run resumes: sessions
-whose id already exists are skipped and reported. Sessions above ``sessions.max_import_messages``
-are skipped and reported too.
+Sessions are written in groups of about 5,000 messages per transaction (``commands.bulk``),
+each session in its own savepoint, so a long migration shows progress and a re-run resumes:
+sessions whose id already exists are skipped and reported. Sessions above
+``sessions.max_import_messages`` are skipped and reported too.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import msgspec
 
 from hermes_es import events as ev
 from hermes_es.aggregates import session as agg
+from hermes_es.commands.bulk import GroupedUnits
 from hermes_es.commands.unit_of_work import Batch, Store
 from hermes_es.errors import HermesError
 from hermes_es.migrate.hermes_db import HermesDbCounts, LegacyMessage, LegacySession, read_hermes_db
@@ -104,15 +106,17 @@ def _source(raw: str, session_id: str, skipped: list[str]) -> str:
 
 
 class _Migrator:
-    def __init__(self, store: Store, origin: str, actor: str, report: MigrationReport) -> None:
-        self.store = store
+    def __init__(
+        self, units: GroupedUnits, origin: str, actor: str, report: MigrationReport
+    ) -> None:
+        self.units = units
         self.origin = origin
         self.actor = actor
         self.report = report
         self.sessions: dict[str, LegacySession] = {}
 
     def migrate(self, s: LegacySession, messages: list[LegacyMessage]) -> None:
-        with self.store.transaction() as batch:
+        with self.units.unit(len(messages)) as batch:
             if batch.load(s.id).version:
                 self.report.already_present.append(s.id)
                 return
@@ -186,10 +190,10 @@ def import_hermes_db(
     origin = f"hermes-db:{source}"
     report = MigrationReport(source=str(source))
     tick = progress or (lambda d, t: None)
-    with read_hermes_db(source) as db:
+    with read_hermes_db(source) as db, GroupedUnits(store) as units:
         counts = db.counts()
         report.source_counts = counts
-        migrator = _Migrator(store, origin, actor, report)
+        migrator = _Migrator(units, origin, actor, report)
         done = 0
         for session in db.sessions():
             migrator.sessions[session.id] = session
@@ -204,6 +208,7 @@ def import_hermes_db(
                     migrator.migrate(session, messages)
                 except HermesError as exc:
                     report.skipped.append(f"session {session.id}: {exc.message}; not imported")
+                units.commit_if_due()
             done += len(messages)
             tick(done, counts.messages)
         report.skipped = [*db.skipped, *report.skipped]

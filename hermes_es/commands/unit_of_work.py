@@ -140,6 +140,13 @@ class Batch:
             version += 1
             self._pending.append((stream, version, event))
 
+    def discard(self) -> None:
+        """Forget queued events and loaded states (after a rollback to a savepoint: states
+        are loaded again from the rows as they stand)."""
+        self._pending.clear()
+        self.states.clear()
+        self.before.clear()
+
     def flush(self) -> list[Change]:
         """Insert queued events (expected versions enforced by the log) and project them."""
         if not self._pending:

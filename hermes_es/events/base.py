@@ -11,6 +11,8 @@ from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
+from hermes_es.store.codec import unpack
+
 
 class Event(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Base of every event on a stream.
@@ -65,12 +67,12 @@ def encode(event: Event) -> bytes:
 
 
 def decode(topic: str, data: bytes) -> Event:
-    """Decode stored msgpack bytes into the event type registered for ``topic``."""
+    """Decode a stored payload (msgpack, compressed or not) into ``topic``'s event type."""
     try:
         decoder = _DECODERS[topic]
     except KeyError:
         raise LookupError(f"unknown event topic {topic!r}") from None
-    result: Event = decoder.decode(data)
+    result: Event = decoder.decode(unpack(data))
     return result
 
 

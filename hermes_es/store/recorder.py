@@ -31,6 +31,7 @@ from eventsourcing.persistence import (
     TrackingRecorder,
 )
 
+from hermes_es.store.codec import pack, unpack
 from hermes_es.store.db import ConnectionHook, open_db, write_transaction
 from hermes_es.store.schema import EVENTS_SCHEMA
 
@@ -273,7 +274,8 @@ class ApswApplicationRecorder(ApplicationRecorder):
                 # last_insert_rowid rather than RETURNING: RETURNING buffers its rows through
                 # a second pass in SQLite and costs a cursor fetch (~6 us an event).
                 execute(
-                    _INSERT_EVENT, (_oid(s.originator_id), s.originator_version, s.topic, s.state)
+                    _INSERT_EVENT,
+                    (_oid(s.originator_id), s.originator_version, s.topic, pack(s.state)),
                 )
                 ids.append(conn.last_insert_rowid())
         return ids
@@ -328,7 +330,7 @@ class ApswApplicationRecorder(ApplicationRecorder):
             except ValueError:
                 originator = originator_id
         return [
-            StoredEvent(originator_id=originator, originator_version=v, topic=t, state=bytes(s))
+            StoredEvent(originator_id=originator, originator_version=v, topic=t, state=unpack(s))
             for v, t, s in conn.execute(sql, params)
         ]
 
@@ -372,7 +374,7 @@ class ApswApplicationRecorder(ApplicationRecorder):
                     originator_id=originator,
                     originator_version=version,
                     topic=topic,
-                    state=bytes(state),
+                    state=unpack(state),
                 )
             )
         return out
