@@ -205,7 +205,8 @@ def warn_unscrubbed(scrubbed: bool, db_path: Path) -> None:
     click.echo(
         "warning: deleted, but another process still reads state.db"
         + (f" ({holders})" if holders else "")
-        + ", so old copies of the pages stay on disk until it lets go; the next delete or"
-        " 'hermes sessions optimize' finishes the scrub",
+        + ", so old copies of the pages stay on disk until it lets go; the scrub is recorded"
+        " as pending ('hermes doctor' reports it) and finishes by itself as soon as that"
+        " process lets go ('hermes sessions optimize' also finishes it)",
         err=True,
     )

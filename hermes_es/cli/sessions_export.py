@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hermes_es.cli.base import echo_json, get_hermes
+from hermes_es.cli.base import echo_json, get_hermes, warn_unscrubbed
 from hermes_es.cli.progress import progress_bar
 from hermes_es.errors import UsageError
 
@@ -177,6 +177,7 @@ def _export_and_delete(
         click.echo(
             f"Verified and deleted {len(done.deleted)} session(s): {', '.join(done.deleted)}"
         )
+    warn_unscrubbed(done.scrubbed, get_hermes(ctx).db_path)
 
 
 def _report(files: list[ExportedFile], target: Path, as_json: bool) -> None:

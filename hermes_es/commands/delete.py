@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 
-import apsw
 import msgspec
 
 from hermes_es import events as ev
@@ -19,7 +18,6 @@ from hermes_es.commands.unit_of_work import Batch, Store
 from hermes_es.errors import InvariantError, SessionNotFoundError
 from hermes_es.projections.purge import indexed_messages, prefer_optimize, purging
 from hermes_es.queries import lookup
-from hermes_es.store.db import BUSY_TIMEOUT_MS
 
 
 class DeleteRefusedError(InvariantError):
@@ -190,14 +188,15 @@ SCRUB_WAIT_MS = 2_000
 
 
 def scrub_wal(store: Store) -> bool:
-    """Checkpoint and truncate the WAL so no deleted text stays on disk; False if readers
-    of another process kept it from completing (the delete itself has committed)."""
-    conn = store.connection()
-    conn.setbusytimeout(SCRUB_WAIT_MS)
-    try:
-        conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_TRUNCATE)
-    except apsw.BusyError:
-        return False
-    finally:
-        conn.setbusytimeout(BUSY_TIMEOUT_MS)
-    return True
+    """Rewrite the file and truncate the WAL so no deleted text stays on disk.
+
+    Returns False when another process's read snapshot kept the WAL from being truncated (the
+    delete itself has committed): the scrub is then recorded as pending (``doctor`` reports
+    it) and a background process finishes it as soon as that reader lets go.
+    """
+    from hermes_es.store.scrub import scrub, start_finisher
+
+    done = scrub(store.connection(), store.path, reason="delete", wait_ms=SCRUB_WAIT_MS)
+    if not done:
+        start_finisher(store.path)
+    return done

@@ -123,7 +123,34 @@ def check_store(db_path: Path, *, full: bool = False) -> list[Finding]:
         conn.close()
     if full:
         findings.extend(_guarded(lambda: _verify(db_path)))
-    return [*findings, wal, _holders(db_path)]
+    return [*findings, _scrub(db_path), wal, _holders(db_path)]
+
+
+def _scrub(db_path: Path) -> Finding:
+    """Whether a delete's scrub is still pending (another process's snapshot blocked it)."""
+    import datetime as dt
+
+    from hermes_es.store.scrub import pending_scrub
+
+    entry = pending_scrub(db_path)
+    if entry is None:
+        return Finding(
+            check="store.scrub", level="ok", message="no deleted text is waiting to be scrubbed"
+        )
+    since = (
+        dt.datetime.fromtimestamp(entry.since).strftime("%Y-%m-%d %H:%M")
+        if entry.since
+        else "an unknown time"
+    )
+    return Finding(
+        check="store.scrub",
+        level="warning",
+        message=f"a delete ({entry.reason}) at {since} is not yet scrubbed from disk: another "
+        "process held a read snapshot, so old copies of the deleted pages stay in state.db "
+        "and its WAL until it lets go",
+        fix="close idle hermes processes (see store.holders); the scrub then finishes by "
+        "itself, or run 'hermes sessions optimize'",
+    )
 
 
 def _guarded(check: Callable[[], Iterator[Finding]]) -> list[Finding]:

@@ -360,6 +360,8 @@ class VerifiedDelete(msgspec.Struct, frozen=True, kw_only=True):
 
     files: list[ExportedFile]
     deleted: list[str]
+    scrubbed: bool = True
+    """False when another process's read snapshot postponed the on-disk scrub (pending)."""
 
 
 def export_then_delete(
@@ -389,7 +391,11 @@ def export_then_delete(
     deleted: list[Deleted] = delete_session(
         engine.store, session_id, reason="export-verified", actor=actor, expected=expected
     )
-    return VerifiedDelete(files=files, deleted=[d.session_id for d in deleted])
+    return VerifiedDelete(
+        files=files,
+        deleted=[d.session_id for d in deleted],
+        scrubbed=all(d.scrubbed for d in deleted),
+    )
 
 
 def _save_new(folder: Path, stem: str, extension: str, data: bytes) -> tuple[Path, str]:

@@ -12,6 +12,7 @@ from hermes_es.errors import SessionNotFoundError
 from hermes_es.projections.catalog import connect
 from hermes_es.queries.listing import db_sizes
 from hermes_es.store.db import checkpoint
+from hermes_es.store.scrub import clear_pending
 
 
 class OptimizeResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -44,6 +45,7 @@ def optimize_store(db_path: Path) -> OptimizeResult:
         checkpoint(conn, truncate=True)
         conn.execute("VACUUM")
         checkpoint(conn, truncate=True)
+        clear_pending(db_path)  # the file is rewritten and the WAL truncated: nothing is left
         vacuumed = time.perf_counter()
     finally:
         conn.close()

@@ -138,6 +138,13 @@ def ensure_schema(conn: apsw.Connection) -> None:
     A store whose projections have an older layout gets them dropped and replayed from the
     log in the same transaction: projections are derived data, the log is the truth.
     """
+    _ensure_schema(conn)
+    from hermes_es.projections.leftovers import clean_leftovers
+
+    clean_leftovers(conn)  # what a killed rebuild or verify left behind
+
+
+def _ensure_schema(conn: apsw.Connection) -> None:
     user_version = conn.execute("PRAGMA user_version").fetchall()[0][0]
     if user_version == SCHEMA_VERSION:
         return

@@ -20,15 +20,16 @@ from hermes_es.projections.catalog import (
     set_position,
 )
 from hermes_es.projections.fts import register_tokenizer
+from hermes_es.projections.leftovers import REBUILD_PREFIX, rebuild_lock
 from hermes_es.store.db import BUSY_TIMEOUT_MS, file_uri, read_transaction, write_transaction
 from hermes_es.store.decoding import decode_row
 from hermes_es.store.schema import EVENTS_SCHEMA
+from hermes_es.store.scrub import truncate_wal
 
 Progress = Callable[[int, int], None]
 """Called with (events replayed, events in the log)."""
 
 BATCH = 5000
-REBUILD_PREFIX = "rebuild_"
 NON_SESSION_PREFIXES = ("prompt:", "receipt:")
 
 
@@ -132,19 +133,21 @@ def rebuild(db_path: Path | str, progress: Progress | None = None) -> int:
     Writers keep working during the replay; the swap transaction first catches up with events
     committed meanwhile. Returns the number of events replayed.
     """
-    conn = connect(db_path)
-    fresh = ProjectionSet(REBUILD_PREFIX, bulk=True)
-    try:
+    with rebuild_lock(db_path):
+        conn = connect(db_path)
+        fresh = ProjectionSet(REBUILD_PREFIX, bulk=True)
         try:
-            count = _rebuild(conn, fresh, progress)
-        except BaseException:
-            drop_generation(conn, fresh)
-            raise
-        if progress:
-            progress(count, count)
-        return count
-    finally:
-        conn.close()
+            try:
+                count = _rebuild(conn, fresh, progress)
+            except BaseException:
+                drop_generation(conn, fresh)
+                raise
+            truncate_wal(conn, wait_ms=0)  # best effort: old pages leave the WAL
+            if progress:
+                progress(count, count)
+            return count
+        finally:
+            conn.close()
 
 
 def drop_generation(conn: apsw.Connection, pset: ProjectionSet) -> None:
