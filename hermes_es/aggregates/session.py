@@ -96,6 +96,12 @@ def prepare_messages(
     for i, draft in enumerate(drafts):
         where = f"message {i + 1} of the turn"
         check_role(draft.role)
+        if draft.tokens_in < 0 or draft.tokens_out < 0:
+            raise ValidationError(
+                f"{where}: token counts cannot be negative "
+                f"(tokens_in {draft.tokens_in}, tokens_out {draft.tokens_out})",
+                subject=draft.role,
+            )
         text = content_text(draft.content)
         if draft.role in ("user", "system") and not text.strip() and not draft.media:
             raise ValidationError(f"{where}: empty {draft.role} message", subject=draft.role)

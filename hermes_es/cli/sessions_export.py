@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 FORMAT_CHOICES = ("jsonl", "json", "md", "qmd", "html")
 _RELATIVE = re.compile(r"^(\d+)([smhdw])$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
@@ -195,6 +196,11 @@ def _report(files: list[ExportedFile], target: Path, as_json: bool) -> None:
     "--from-hermes-db", "hermes_db", type=click.Path(path_type=Path), default=None,
     help="Migrate every session of a Hermes Agent state.db (read-only).",
 )  # fmt: skip
+@click.option(
+    "--on-conflict", type=click.Choice(["refuse", "skip"]), default=None,
+    help="A session that exists with different content, a clashing title: refuse the whole "
+    "import (default) or skip that session and report it.",
+)  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a TTY).")
 @click.pass_context
@@ -202,16 +208,22 @@ def import_cmd(
     ctx: click.Context,
     files: tuple[Path, ...],
     hermes_db: Path | None,
+    on_conflict: str | None,
     as_json: bool,
     progress: bool | None,
 ) -> None:
     """Restore JSON/JSONL backups (files or export directories) as archived history, all or
     nothing; or migrate a Hermes Agent state.db with --from-hermes-db PATH.
 
+    A session already present with the same content, and a line identical to an earlier one,
+    are read once. A conflict refuses everything unless --on-conflict skip.
+
     Example: hermes sessions import ./backup/20250305_091523_a1b2c3.jsonl
     """
     if bool(files) == bool(hermes_db):
         raise UsageError("give backup FILES or --from-hermes-db PATH (exactly one of them)")
+    if hermes_db is not None and on_conflict is not None:
+        raise UsageError("--on-conflict applies to backup FILES, not --from-hermes-db")
     hermes = get_hermes(ctx)
     from hermes_es.cli.base import actor_name
     from hermes_es.commands.importing import max_import_messages
@@ -246,7 +258,12 @@ def import_cmd(
 
     with progress_bar("Importing", enabled=_show_progress(progress)) as tick:
         result = import_backups(
-            engine.store, files, max_messages=cap, actor=actor_name(), progress=tick
+            engine.store,
+            files,
+            max_messages=cap,
+            actor=actor_name(),
+            progress=tick,
+            on_conflict="skip" if on_conflict == "skip" else "refuse",
         )
     if as_json:
         echo_json(result)
@@ -255,3 +272,8 @@ def import_cmd(
         f"Imported {len(result.imported)} sessions ({result.messages} messages) as archived "
         f"history; {len(result.skipped)} already present with the same content"
     )
+    if result.duplicates:
+        click.echo(f"{len(result.duplicates)} identical duplicate line(s) read once")
+    for c in result.conflicts:
+        line = f"skipped (conflict): {c.where}: session {c.session_id}: {c.reason}"
+        click.echo(_CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", line))

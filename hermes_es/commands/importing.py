@@ -8,9 +8,18 @@ end and continuation, pinned / archived (with its sweep origin) / hidden flags t
 aggregate's decisions, and every stored row through ``HistoryImported`` with its original state.
 Restored rows are archived history: they are shown and searchable, never live model context.
 
+Every object also passes the rules native appends keep (``check_backup_session``): no negative
+token count, no tool result answering a call id no message of the session made; and a parent id
+must name a session of this import or of the store. Each refusal names ``file:line`` and the
+``$.path`` of the value.
+
 Re-importing: a session whose id already exists with the same content (what a backup of it would
-hold now, ignoring ``exported_at``) is skipped; with different content the import is refused,
-naming file and line, and nothing is imported (delete or rename the existing session first).
+hold now, ignoring ``exported_at``) is skipped, and so is a line identical to an earlier line of
+the input. A conflict, i.e. an existing id with different content, the same id twice with
+different content, or a title another session uses, refuses the whole import by default
+(``on_conflict="refuse"``), naming file and line; with ``on_conflict="skip"`` the conflicting
+session (and any child of it that then has no parent) is left out and listed in
+``ImportReport.conflicts`` with file, line and reason, and everything else is imported.
 
 Each session's events are written (still inside the one transaction) right after it is
 restored, so a version clash in the log — a concurrent writer, or a log that already holds
@@ -20,10 +29,12 @@ session that clashed; any other conflict when the transaction commits names the 
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Literal
 
 import msgspec
 from eventsourcing.persistence import IntegrityError
@@ -38,6 +49,8 @@ from hermes_es.export import backup
 from hermes_es.queries import lookup
 
 IMPORT_ACTOR = "import"
+OnConflict = Literal["refuse", "skip"]
+ON_CONFLICT: tuple[str, ...] = ("refuse", "skip")
 
 
 class BackupLine(msgspec.Struct, frozen=True, kw_only=True):
@@ -52,12 +65,26 @@ class BackupLine(msgspec.Struct, frozen=True, kw_only=True):
         return f"{self.path}:{self.line}"
 
 
+class SkippedConflict(msgspec.Struct, frozen=True, kw_only=True):
+    """A session ``on_conflict="skip"`` left out: where it was and why."""
+
+    where: str
+    """``file:line`` of the backup object."""
+    session_id: str
+    reason: str
+
+
 class ImportReport(msgspec.Struct, kw_only=True):
-    """What an import restored and what it skipped as already present."""
+    """What an import restored, what it skipped as already present, and what it left out."""
 
     files: list[str] = []
     imported: list[str] = []
     skipped: list[str] = []
+    """Ids already present with the same content."""
+    duplicates: list[str] = []
+    """``file:line`` of input lines identical to an earlier one (read once)."""
+    conflicts: list[SkippedConflict] = []
+    """Sessions left out by ``on_conflict="skip"`` (always empty with ``"refuse"``)."""
     messages: int = 0
 
 
@@ -135,6 +162,8 @@ def read_backup_file(path: Path) -> list[BackupLine]:
         data = path.read_bytes()
     except OSError as exc:
         raise ValidationError(f"cannot read {path}: {exc}", subject=str(path)) from exc
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8) :]  # written by some Windows editors; not content
     if not data.strip():
         raise ValidationError(
             f"{path}: empty backup file (no sessions in it); nothing was imported",
@@ -149,21 +178,73 @@ def read_backup_file(path: Path) -> list[BackupLine]:
     return out
 
 
-def check_lines(lines: Sequence[BackupLine]) -> list[BackupLine]:
-    """Refuse duplicate ids and parent cycles; return the lines parents first."""
+def check_backup_session(session: backup.BackupSession) -> str | None:
+    """The first rule a backup object breaks that native appends keep, or None.
+
+    No negative token count (session totals or any row); every tool result with a call id
+    answers a tool call some message of the session made (any state: rewound rows included).
+    The answer names the ``$.path`` of the bad value. Pure: callers add ``file:line``.
+    """
+    for name in ("tokens_in", "tokens_out"):
+        value = getattr(session, name)
+        if value < 0:
+            return f"`$.{name}` is {value}: token counts cannot be negative"
+    calls = {call.id for m in session.messages for call in m.tool_calls}
+    for i, m in enumerate(session.messages):
+        for name in ("tokens_in", "tokens_out"):
+            value = getattr(m, name)
+            if value < 0:
+                return f"`$.messages[{i}].{name}` is {value}: token counts cannot be negative"
+        for j, call in enumerate(m.tool_calls):
+            if not call.id or not call.name:
+                return f"`$.messages[{i}].tool_calls[{j}]`: a tool call needs an id and a name"
+        if m.role == "tool" and m.tool_call_id and m.tool_call_id not in calls:
+            return (
+                f"`$.messages[{i}].tool_call_id` is {m.tool_call_id!r}, which no tool call "
+                "of this session made"
+            )
+    return None
+
+
+def check_lines(
+    lines: Sequence[BackupLine],
+    *,
+    on_conflict: OnConflict = "refuse",
+    report: ImportReport | None = None,
+) -> list[BackupLine]:
+    """Check every object's rows, drop identical duplicates, refuse (or, with ``skip``, leave
+    out) the same id with different content, refuse parent cycles; return the lines parents
+    first. Duplicates and skipped conflicts are recorded in ``report``."""
+    report = report if report is not None else ImportReport()
     by_id: dict[str, BackupLine] = {}
     for item in lines:
+        problem = check_backup_session(item.session)
+        if problem is not None:
+            raise ValidationError(
+                f"{item.where()}: session {item.session.id}: {problem}; nothing was imported",
+                subject=item.session.id,
+            )
         first = by_id.get(item.session.id)
         if first is not None:
+            if first.session == item.session:
+                report.duplicates.append(f"{item.where()} (same as {first.where()})")
+                continue
+            reason = f"duplicate session id with different content (first at {first.where()})"
+            if on_conflict == "skip":
+                report.conflicts.append(
+                    SkippedConflict(where=item.where(), session_id=item.session.id, reason=reason)
+                )
+                continue
             raise ValidationError(
-                f"{item.where()}: duplicate session id {item.session.id!r} "
-                f"(first at {first.where()}); nothing was imported",
+                f"{item.where()}: duplicate session id {item.session.id!r} with different "
+                f"content (first at {first.where()}); nothing was imported "
+                "(--on-conflict skip leaves it out)",
                 subject=item.session.id,
             )
         by_id[item.session.id] = item
     ordered: list[BackupLine] = []
     done: set[str] = set()
-    for item in lines:
+    for item in by_id.values():
         chain: list[str] = []
         node: str | None = item.session.id
         while node is not None and node in by_id and node not in done:
@@ -183,9 +264,13 @@ def check_lines(lines: Sequence[BackupLine]) -> list[BackupLine]:
 
 
 def read_backups(
-    paths: Iterable[str | os.PathLike[str]], *, max_messages: int = 20000
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    max_messages: int = 20000,
+    on_conflict: OnConflict = "refuse",
+    report: ImportReport | None = None,
 ) -> tuple[list[Path], list[BackupLine]]:
-    """Decode and validate every file (guard included); nothing is written."""
+    """Decode and validate every file (guard and row rules included); nothing is written."""
     files = backup_files(paths)
     lines = [item for path in files for item in read_backup_file(path)]
     for item in lines:
@@ -196,7 +281,7 @@ def read_backups(
                 f"sessions.max_import_messages = {max_messages}; nothing was imported",
                 subject=item.session.id,
             )
-    return files, check_lines(lines)
+    return files, check_lines(lines, on_conflict=on_conflict, report=report)
 
 
 class _Restorer:
@@ -217,6 +302,11 @@ class _Restorer:
             )
         self.prompts.add(sha)
         return sha
+
+    def title_owner(self, session_id: str, title: str) -> str | None:
+        """Another session already holding ``title`` (stored or restored earlier), or None."""
+        owner = self.titles.get(title.lower()) or lookup.title_owner(self.batch.conn, title)
+        return owner if owner and owner != session_id else None
 
     def title(self, state: SessionState, title: str, kind: str, where: str) -> None:
         key = title.lower()
@@ -295,12 +385,24 @@ def import_backups(
     max_messages: int = 20000,
     actor: str = IMPORT_ACTOR,
     progress: Callable[[int, int], None] | None = None,
+    on_conflict: OnConflict = "refuse",
 ) -> ImportReport:
-    """Validate every file, then restore every new session in ONE transaction (all or nothing)."""
-    files, lines = read_backups(paths, max_messages=max_messages)
-    report = ImportReport(files=[str(f) for f in files])
+    """Validate every file, then restore every new session in ONE transaction (all or nothing).
+
+    ``on_conflict``: ``"refuse"`` (default) refuses the whole import at the first conflict;
+    ``"skip"`` leaves conflicting sessions out and lists them in ``ImportReport.conflicts``.
+    """
+    if on_conflict not in ON_CONFLICT:
+        raise ValidationError(
+            f"unknown on_conflict {on_conflict!r}: use refuse or skip", subject=str(on_conflict)
+        )
+    report = ImportReport()
+    files, lines = read_backups(
+        paths, max_messages=max_messages, on_conflict=on_conflict, report=report
+    )
+    report.files = [str(f) for f in files]
     try:
-        _restore_all(store, lines, report, actor, progress)
+        _restore_all(store, lines, report, actor, progress, on_conflict)
     except ConflictError as exc:
         if any(exc.message.startswith(f"{f}:") for f in report.files):
             raise
@@ -319,23 +421,49 @@ def _restore_all(
     report: ImportReport,
     actor: str,
     progress: Callable[[int, int], None] | None,
+    on_conflict: OnConflict = "refuse",
 ) -> None:
     """Restore every new line in one transaction, writing each session's events as it goes."""
     total = sum(len(item.session.messages) for item in lines)
     done = 0
     tick = progress or (lambda d, t: None)
     with store.transaction() as batch:
+        _check_parents(batch, lines)
         restorer = _Restorer(batch, actor)
+        left_out: set[str] = set()
+
+        def conflict(item: BackupLine, reason: str, advice: str) -> None:
+            if on_conflict != "skip":
+                raise ValidationError(
+                    f"{item.where()}: {reason}; {advice}; nothing was imported "
+                    "(--on-conflict skip leaves it out)",
+                    subject=item.session.id,
+                )
+            left_out.add(item.session.id)
+            report.conflicts.append(
+                SkippedConflict(where=item.where(), session_id=item.session.id, reason=reason)
+            )
+
         for item in lines:
             sid = item.session.id
+            parent = item.session.parent_id
             if batch.load(sid).version:
-                if not same_content(batch, item):
-                    raise ValidationError(
-                        f"{item.where()}: session {sid} already exists with different content; "
-                        "delete it first to restore this backup; nothing was imported",
-                        subject=sid,
+                if same_content(batch, item):
+                    report.skipped.append(sid)
+                else:
+                    conflict(
+                        item,
+                        f"session {sid} already exists with different content",
+                        "delete it first to restore this backup",
                     )
-                report.skipped.append(sid)
+            elif parent in left_out and not batch.load(parent).version:
+                conflict(item, f"its parent session {parent} was left out", "import it first")
+            elif item.session.title and (owner := restorer.title_owner(sid, item.session.title)):
+                conflict(
+                    item,
+                    f"title {item.session.title!r} is already used by session {owner}",
+                    "rename one of them first",
+                )
             else:
                 try:
                     restorer.restore(item.session, f"backup:{Path(item.path).name}", item.where())
@@ -350,6 +478,20 @@ def _restore_all(
                 report.messages += len(item.session.messages)
             done += len(item.session.messages)
             tick(done, total)
+
+
+def _check_parents(batch: Batch, lines: Sequence[BackupLine]) -> None:
+    """Refuse a parent id that names no session of this import and none of the store."""
+    ids = {item.session.id for item in lines}
+    for item in lines:
+        parent = item.session.parent_id
+        if parent and parent not in ids and not batch.load(parent).version:
+            raise ValidationError(
+                f"{item.where()}: session {item.session.id}: `$.parent_id` {parent!r} names no "
+                "session of this import or of the store; import the parent too; "
+                "nothing was imported",
+                subject=item.session.id,
+            )
 
 
 def _flush(batch: Batch, item: BackupLine) -> None:

@@ -152,13 +152,14 @@ def test_parent_cycle_imports_nothing(tmp_path: Path) -> None:
 
 
 def test_duplicate_id_imports_nothing(tmp_path: Path) -> None:
-    """The same id twice in the input refuses the import, naming both places."""
+    """The same id twice with different content refuses the import, naming both places."""
     one = _write(tmp_path / "one.jsonl", _line("s1"))
-    two = _write(tmp_path / "two.jsonl", _line("s0"), _line("s1"))
+    two = _write(tmp_path / "two.jsonl", _line("s0"), _line("s1", title="other"))
     b = open_engine(tmp_path / "b")
     with pytest.raises(
         ValidationError,
-        match=r"two\.jsonl:2: duplicate session id 's1' \(first at .*one\.jsonl:1\)",
+        match=r"two\.jsonl:2: duplicate session id 's1' with different content "
+        r"\(first at .*one\.jsonl:1\)",
     ):
         import_backups(b.store, [one, two])
     assert _count(b) == 0
