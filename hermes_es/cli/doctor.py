@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -12,6 +13,16 @@ from hermes_es.cli.base import echo_json, get_hermes
 
 if TYPE_CHECKING:
     from hermes_es.commands.doctor import DoctorReport
+
+SCHEMA_DOC = "docs/schema.md"
+
+
+def schema_doc() -> str:
+    """Where docs/schema.md (tables, columns, events, plain-sqlite3 search) is: the file in a
+    source checkout, else its path in the hermes_es source tree."""
+    path = Path(__file__).resolve().parents[2] / SCHEMA_DOC
+    return str(path) if path.is_file() else f"{SCHEMA_DOC} in the hermes_es source tree"
+
 
 _STYLE = {
     "ok": ("ok", "green"),
@@ -51,6 +62,7 @@ def doctor_cmd(ctx: click.Context, full: bool, strict: bool, as_json: bool) -> N
                 "db_path": report.db_path,
                 "config_path": report.config_path,
                 "findings": report.findings,
+                "schema_doc": schema_doc(),
             }
         )
     else:
@@ -84,3 +96,4 @@ def _print_report(report: DoctorReport) -> None:
         )
     else:
         console.print("[green]everything looks healthy[/]")
+    console.print(f"[dim]state.db tables, columns and events: {escape(schema_doc())}[/]")

@@ -22,8 +22,9 @@ from hermes_es.store.schema import EVENTS_SCHEMA
 TRACKING_NAME = "projections"
 """Reader name under which the projections' log position is tracked."""
 
-SCHEMA_VERSION = 3
-"""Projection layout: 1 first; 2 head state in the sessions row; 3 FTS prefix index (2, 3)."""
+SCHEMA_VERSION = 4
+"""Projection layout: 1 first; 2 head state in the sessions row; 3 FTS prefix index (2, 3);
+4 platform, chat_id, model_config, launch_flags columns in sessions (docs/schema.md)."""
 
 
 class ProjectionSet:

@@ -2,6 +2,12 @@
 
 The ``head`` column holds the folded aggregate state at ``version``: loading a session for a
 command is one primary-key read, however long its transcript.
+
+``START_COLUMNS`` (platform, chat id, model config and launch flags as JSON text) are what the
+session's ``SessionStarted`` recorded, readable and filterable from plain SQL
+(``json_extract(model_config, '$.reasoning_effort')``). They are written once, with the row,
+from the event itself: the aggregate state does not carry them, and later updates never touch
+them. docs/schema.md describes every column.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from operator import ne
 
 import apsw
 
+from hermes_es import events as ev
 from hermes_es.aggregates.state import SessionState, encode_state
 from hermes_es.projections.base import Change
 
@@ -24,6 +31,12 @@ COLUMNS = (
     "prompt_hash", "prompt_version", "refresh_pending", "tools", "continued_into",
     "imported_from", "preview", "head",
 )  # fmt: skip
+START_COLUMNS = ("platform", "chat_id", "model_config", "launch_flags")
+"""Columns set once from ``SessionStarted`` when the row is created."""
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
 class SessionsProjector:
@@ -33,9 +46,9 @@ class SessionsProjector:
 
     def __init__(self, prefix: str = "") -> None:
         self.p = prefix
-        cols = ", ".join(COLUMNS)
-        marks = ", ".join("?" * len(COLUMNS))
-        updates = ", ".join(f"{c} = excluded.{c}" for c in COLUMNS[1:])
+        cols = ", ".join((*COLUMNS, *START_COLUMNS))
+        marks = ", ".join("?" * (len(COLUMNS) + len(START_COLUMNS)))
+        updates = ", ".join(f"{c} = excluded.{c}" for c in COLUMNS[1:])  # not START_COLUMNS
         self._upsert = (
             f"INSERT INTO {prefix}sessions ({cols}) VALUES ({marks})"
             f" ON CONFLICT (id) DO UPDATE SET {updates}"
@@ -43,6 +56,8 @@ class SessionsProjector:
         self._root = f"SELECT root_id FROM {prefix}sessions WHERE id = ?"
         self._updates: dict[tuple[int, ...], str] = {}
         self._previews: dict[str, str] = {}
+        self._started: dict[str, tuple[str, str, str, str]] = {}
+        """START_COLUMNS values of sessions started in the batch being applied."""
 
     def tables(self) -> list[str]:
         """Table names."""
@@ -66,7 +81,9 @@ class SessionsProjector:
             " display_version INTEGER NOT NULL, prompt_hash TEXT NOT NULL,"
             " prompt_version INTEGER NOT NULL, refresh_pending INTEGER NOT NULL,"
             " tools TEXT, continued_into TEXT NOT NULL, imported_from TEXT NOT NULL,"
-            " preview TEXT NOT NULL, head BLOB NOT NULL)",
+            " preview TEXT NOT NULL, head BLOB NOT NULL, platform TEXT NOT NULL DEFAULT '',"
+            " chat_id TEXT NOT NULL DEFAULT '', model_config TEXT NOT NULL DEFAULT '{}',"
+            " launch_flags TEXT NOT NULL DEFAULT '{}')",
         ]
 
     def indexes(self) -> list[str]:
@@ -77,10 +94,17 @@ class SessionsProjector:
             "CREATE INDEX IF NOT EXISTS sessions_root ON sessions (root_id)",
             "CREATE INDEX IF NOT EXISTS sessions_parent ON sessions (parent_id)",
             "CREATE INDEX IF NOT EXISTS sessions_workspace ON sessions (workspace_key)",
+            "CREATE INDEX IF NOT EXISTS sessions_chat ON sessions (platform, chat_id)"
+            " WHERE chat_id <> ''",
         ]
 
     def apply(self, conn: apsw.Connection, change: Change) -> None:
-        """Per-event work is done in ``settle``; the fold carries the state."""
+        """Note what a ``SessionStarted`` recorded; the rest is done in ``settle``."""
+        e = change.event
+        if isinstance(e, ev.SessionStarted):
+            self._started[e.session_id] = (
+                e.platform, e.chat_id, _json(e.model_config), _json(e.launch_flags)
+            )  # fmt: skip
 
     def settle(
         self,
@@ -101,7 +125,8 @@ class SessionsProjector:
                 root = str(row[0][0]) if row else state.parent_id
             old = before.get(state.session_id) if before is not None else None
             if old is None or old.version == 0:
-                conn.execute(self._upsert, row_of(state, root))
+                started = self._started.pop(state.session_id, ("", "", "{}", "{}"))
+                conn.execute(self._upsert, (*row_of(state, root), *started))
                 continue
             # Compare the plain values (the head is always rewritten: the version changed),
             # then encode only what is written.
@@ -117,6 +142,7 @@ class SessionsProjector:
                 tools = state.tools
                 values[changed.index(_TOOLS)] = None if tools is None else json.dumps(tools)
             conn.execute(sql, (*values, encode_state(state), state.session_id))
+        self._started.clear()
 
     def forget(self, conn: apsw.Connection, session_id: str) -> None:
         """Remove the session's rows."""
