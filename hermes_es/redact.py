@@ -234,9 +234,47 @@ def _labelled(*, quoted: bool) -> _Classifier:
 
 
 def _ends_line(m: re.Match[str]) -> bool:
-    """True if only spaces, a comment, ``,`` or ``}`` follow the match on its line."""
+    """True if only spaces, a comment, ``,`` or ``}`` follow the match on its line.
+
+    Inside a JSON string (a config file or header pasted into tool arguments) the line ends at
+    an escaped newline or at the closing quote, so ``\\n``, ``\\r``, ``\\"`` and ``"`` end it too.
+    """
     rest = m.string[m.end() : m.end() + 200].split("\n", 1)[0].strip()
-    return rest == "" or rest.startswith(("#", ",", "}"))
+    return rest == "" or rest.startswith(("#", ",", "}", "\\n", "\\r", '\\"', '"'))
+
+
+_PASSWORDISH_RE = re.compile(r"(?=.*[A-Za-z])(?=.*[^A-Za-z])")
+_TRAILING_PUNCT = ".,;:!?)]}'\""
+
+
+def _passwordish(value: str) -> bool:
+    """True for a value that reads as a password, not a word: 6+ chars, letters and more."""
+    core = value.rstrip(_TRAILING_PUNCT)
+    return len(core) >= 6 and bool(_PASSWORDISH_RE.match(core)) and not _PLACEHOLDER_RE.search(core)
+
+
+def _prose_password(m: re.Match[str]) -> str | None:
+    """Classifier for "my password is X", netrc ``password X``: X must look like a password."""
+    return "password" if _passwordish(m.group("secret")) else None
+
+
+def _discord(m: re.Match[str]) -> str | None:
+    """Classifier for Discord bot tokens: base64 of a numeric id (holds digits), then random
+    parts with digits; a dotted ``Namespace.Member.Method`` name has none."""
+    if any(ch.isdigit() for ch in m.group("uid")) and any(ch.isdigit() for ch in m.group("hmac")):
+        return "discord_bot_token"
+    return None
+
+
+_TOKENISH_RE = re.compile(r"(?=[^\s]*[A-Za-z])(?=[^\s]*\d)")
+
+
+def _bare_token(m: re.Match[str]) -> str | None:
+    """Classifier for a long bare value after the word "token": letters and digits mixed."""
+    value = m.group("secret")
+    return (
+        "token" if _TOKENISH_RE.match(value) and _plausible(value, "token", quoted=True) else None
+    )
 
 
 def _flag(m: re.Match[str]) -> str | None:
@@ -349,6 +387,36 @@ _RULES: tuple[_Rule, ...] = (
         r"https://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/(?P<secret>\d+/[\w-]+)",
     ),
     _fixed("telegram_bot_token", r"(?<![\d:])\d{8,10}:AA[A-Za-z0-9_-]{33}(?![\w-])"),
+    _fixed("perplexity_key", rf"{_B}pplx-[A-Za-z0-9]{{40,}}{_E}"),
+    _fixed("twilio_api_key", r"(?<![A-Za-z0-9])SK[0-9a-fA-F]{32}(?![A-Za-z0-9])"),
+    _Rule(
+        re.compile(
+            rf"{_B}(?P<secret>(?P<uid>[MNO][A-Za-z0-9_-]{{23,27}})\.[A-Za-z0-9_-]{{6}}"
+            rf"\.(?P<hmac>[A-Za-z0-9_-]{{27,40}})){_E}"
+        ),
+        _discord,
+    ),
+    _fixed("docker_token", rf"{_B}dckr_(?:pat|oat)_[A-Za-z0-9_-]{{20,}}"),
+    _fixed("digitalocean_token", rf"{_B}do[opr]_v1_[a-f0-9]{{64}}{_E}"),
+    _fixed("shopify_token", rf"{_B}shp(?:at|ss|ca|pa)_[a-fA-F0-9]{{32}}{_E}"),
+    _fixed("databricks_token", rf"{_B}dapi[a-f0-9]{{32}}(?:-\d)?{_E}"),
+    _fixed("mailgun_key", rf"{_B}key-[0-9a-f]{{32}}{_E}"),
+    _fixed("linear_key", rf"{_B}lin_(?:api|oauth)_[A-Za-z0-9]{{40}}{_E}"),
+    _fixed("notion_token", rf"{_B}(?:ntn_[A-Za-z0-9]{{40,}}|secret_[A-Za-z0-9]{{43}}){_E}"),
+    _fixed("atlassian_token", rf"{_B}ATATT3[A-Za-z0-9_=-]{{100,}}"),
+    _fixed("new_relic_key", rf"{_B}NRA[KI]-[A-Z0-9]{{27}}{_E}"),
+    _fixed("postman_key", rf"{_B}PMAK-[a-f0-9]{{24}}-[a-f0-9]{{34}}{_E}"),
+    _fixed(
+        "grafana_token",
+        rf"{_B}(?:glsa_[A-Za-z0-9]{{32}}_[A-Fa-f0-9]{{8}}|glc_[A-Za-z0-9+/]{{32,}}=*)",
+    ),
+    _fixed("vault_token", rf"{_B}hv[sbr]\.[A-Za-z0-9_-]{{24,}}"),
+    _fixed("supabase_token", rf"{_B}sbp_[a-f0-9]{{40}}{_E}"),
+    _fixed("age_secret_key", r"\bAGE-SECRET-KEY-1[0-9A-Z]{58}\b"),
+    _fixed(
+        "square_token", rf"{_B}(?:EAAA[A-Za-z0-9_-]{{60}}|sq0(?:atp|csp)-[A-Za-z0-9_-]{{22,}}){_E}"
+    ),
+    _fixed("replicate_token", rf"{_B}r8_[A-Za-z0-9]{{37}}{_E}"),
     _fixed(
         "aws_access_key_id", r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])"
     ),
@@ -402,6 +470,25 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         re.compile(r"\bsshpass[ \t]+-p[ \t]*[\"']?(?P<secret>[^\s\"']+)"),
         _labelled_value("password"),
+    ),
+    # Passwords and tokens written in prose or in a netrc file.
+    _Rule(
+        re.compile(r"\bmachine[ \t]+\S+\s+login[ \t]+\S+\s+password[ \t]+(?P<secret>[^\s\"'\\]+)"),
+        _prose_password,
+    ),
+    _Rule(
+        re.compile(
+            r"(?i:\b(?:my|the|our|your|his|her|their|its)[ \t]+(?:[\w-]+[ \t]+)?"
+            r"(?:password|passphrase|passcode|passwd|pin)[ \t]+(?:is|was)[ \t]*:?[ \t]+)"
+            r"(?P<secret>[^\s\"\\]+)"
+        ),
+        _prose_password,
+    ),
+    _Rule(
+        re.compile(
+            r"(?i:\btoken(?:[ \t]+(?:is|was))?[ \t]*:?[ \t]+)(?P<secret>[A-Za-z0-9_.~+/-]{20,}=*)"
+        ),
+        _bare_token,
     ),
     # Generic labelled assignments in env, JSON, YAML, TOML, Python and shell style.
     _Rule(
