@@ -478,8 +478,7 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         re.compile(
-            r"(?i:\b(?:my|the|our|your|his|her|their|its)[ \t]+(?:[\w-]+[ \t]+)?"
-            r"(?:password|passphrase|passcode|passwd|pin)[ \t]+(?:is|was)[ \t]*:?[ \t]+)"
+            r"(?i:\b(?:password|passphrase|passcode|passwd|pin)[ \t]+(?:is|was)[ \t]*:?[ \t]+)"
             r"(?P<secret>[^\s\"\\]+)"
         ),
         _prose_password,
