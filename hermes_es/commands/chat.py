@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from hermes_es.commands.openai_messages import send_order, unanswered_calls
 from hermes_es.errors import (
     ConflictError,
     InvariantError,
@@ -191,43 +192,6 @@ def result_to_dicts(result: TurnResult) -> list[dict[str, Any]]:
     return _produced_dicts(
         result.messages, (result.usage.prompt_tokens, result.usage.completion_tokens)
     )
-
-
-def unanswered_calls(messages: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
-    """(call id, tool name) of every assistant tool call in ``messages`` without a result."""
-    answered = {m.get("tool_call_id") for m in messages if m["role"] == "tool"}
-    return [
-        (call["id"], call.get("name", ""))
-        for m in messages
-        if m["role"] == "assistant"
-        for call in m.get("tool_calls") or []
-        if call["id"] not in answered
-    ]
-
-
-def send_order(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The window in the order a strict endpoint accepts: each tool result right after the
-    assistant message that called it (a repair result recorded later moves up to its call),
-    results without their call in the window dropped."""
-    pending: dict[str, dict[str, Any]] = {}
-    calls_at: set[str] = set()
-    for m in messages:
-        for call in m.get("tool_calls") or []:
-            calls_at.add(call["id"])
-        if m["role"] == "tool" and m.get("tool_call_id") in calls_at:
-            pending.setdefault(m["tool_call_id"], m)
-    out: list[dict[str, Any]] = []
-    placed: set[str] = set()
-    for m in messages:
-        if m["role"] == "tool":
-            continue
-        out.append(m)
-        for call in m.get("tool_calls") or []:
-            result = pending.get(call["id"])
-            if result is not None and call["id"] not in placed:
-                placed.add(call["id"])
-                out.append(result)
-    return out
 
 
 def paired(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

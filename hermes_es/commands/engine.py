@@ -14,6 +14,7 @@ import msgspec
 from hermes_es import events as ev
 from hermes_es.aggregates import session as agg
 from hermes_es.aggregates.state import SessionState
+from hermes_es.commands.openai_messages import normalize, send_order, to_openai
 from hermes_es.commands.unit_of_work import Batch, Store
 from hermes_es.errors import InvariantError, SessionNotFoundError, ValidationError
 from hermes_es.ids import new_session_id
@@ -40,10 +41,15 @@ _MESSAGE_FIELDS = frozenset(ev.Message.__struct_fields__)
 
 
 def to_draft(message: MessageLike) -> ev.Message:
-    """A message draft from a Message or a plain mapping (validated by msgspec)."""
+    """A message draft from a Message or a plain mapping (validated by msgspec).
+
+    A mapping may be written as an OpenAI-compatible client writes it (``None`` for absent
+    fields, nested tool calls with object or string arguments, ``name`` on tool results): see
+    ``hermes_es.commands.openai_messages.normalize``.
+    """
     if isinstance(message, ev.Message):
         return message
-    data = dict(message)
+    data = normalize(message)
     unknown = sorted(set(data) - _MESSAGE_FIELDS)
     if unknown:
         raise ValidationError(
@@ -210,11 +216,39 @@ class SessionEngine:
 
     # -- messages ----------------------------------------------------------------------------
 
+    def messages(
+        self, session_id: str, *, format: str = "openai", system_prompt: bool = False
+    ) -> list[dict[str, Any]]:
+        """The session's active window as chat-completions messages, ready to send.
+
+        ``format="openai"`` is the only format: each message as ``to_openai`` gives it (nested
+        tool calls with their type, ``content: null`` on tool-call-only assistant messages,
+        ``name`` on tool results), tool results right after their call. With
+        ``system_prompt`` the session's stored system prompt comes first, as a turn sends it.
+        A list appended with ``append_turn`` comes back equal to itself.
+        """
+        from hermes_es.queries.transcript import messages_of
+
+        if format != "openai":
+            raise ValidationError(
+                f"unknown message format {format!r}; the only format is 'openai'", subject=format
+            )
+        state = self.get(session_id)
+        conn = self.store.connection()
+        window = [to_openai(m) for m in messages_of(conn, session_id, scope="context")]
+        out: list[dict[str, Any]] = []
+        if system_prompt and state.prompt_hash:
+            text = lookup.prompt_text(conn, state.prompt_hash)
+            if text:
+                out.append({"role": "system", "content": text})
+        out.extend(send_order(window))
+        return out
+
     def append_message(
         self,
         session_id: str,
         role: str,
-        content: str | list[dict[str, Any]],
+        content: str | list[dict[str, Any]] | None,
         *,
         expected_version: int | None = None,
         **fields: Any,
@@ -293,7 +327,9 @@ class SessionEngine:
             batch.record(session_id, events)
             return [s for e in events if isinstance(e, ev.RewoundTo) for s in e.removed]
 
-    def edit_message(self, session_id: str, seq: int, content: str, **fields: Any) -> int:
+    def edit_message(
+        self, session_id: str, seq: int, content: str | list[dict[str, Any]] | None, **fields: Any
+    ) -> int:
         """Replace message ``seq``; returns the replacement's sequence number."""
         with self.store.transaction() as batch:
             state = self._existing(batch, session_id)

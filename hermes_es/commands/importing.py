@@ -368,7 +368,8 @@ def _message(index: int, m: backup.BackupMessage) -> ev.Message:
         seq=index, uid=m.uid, role=m.role, content=m.content, tool_calls=list(m.tool_calls),
         tool_call_id=m.tool_call_id, tool_name=m.tool_name, reasoning=m.reasoning,
         tokens_in=m.tokens_in, tokens_out=m.tokens_out, media=list(m.media),
-        finish_reason=m.finish_reason, at=m.at,
+        finish_reason=m.finish_reason, at=m.at, reasoning_content=m.reasoning_content,
+        token_count=m.token_count,
     )  # fmt: skip
 
 

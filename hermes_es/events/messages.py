@@ -20,6 +20,8 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Tool name."""
     arguments: str = "{}"
     """JSON-encoded arguments, as the model produced them."""
+    type: str = "function"
+    """The chat-completions call type (``function``), kept as given."""
 
 
 class Media(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -64,6 +66,10 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Provider finish reason, when known."""
     at: float = 0.0
     """When the message was created."""
+    reasoning_content: str | None = None
+    """Provider ``reasoning_content`` text, kept beside ``reasoning`` when both were given."""
+    token_count: int | None = None
+    """The message's own token count, when the source recorded one (migrated Hermes rows)."""
 
 
 @register

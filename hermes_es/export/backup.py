@@ -52,6 +52,8 @@ class BackupMessage(msgspec.Struct, frozen=True, kw_only=True):
     media: list[ev.Media] = []
     finish_reason: str | None = None
     at: float = 0.0
+    reasoning_content: str | None = None
+    token_count: int | None = None
 
     def resolved_state(self) -> State:
         """The stored state, or the one the legacy flags imply."""
@@ -113,7 +115,8 @@ _META = (
 )
 _ROWS = (
     "SELECT uid, role, content, parts, state, tool_calls, tool_call_id, tool_name, reasoning,"
-    " tokens_in, tokens_out, media, finish_reason, at FROM messages WHERE session_id = ?"
+    " tokens_in, tokens_out, media, finish_reason, at, reasoning_content, token_count"
+    " FROM messages WHERE session_id = ?"
     " ORDER BY ord, seq"
 )
 
@@ -165,6 +168,7 @@ def _message(r: tuple[Any, ...]) -> BackupMessage:
         tool_calls=_CALLS.decode(r[5]) if r[5] else [], tool_call_id=r[6], tool_name=r[7],
         reasoning=r[8], tokens_in=r[9], tokens_out=r[10],
         media=_MEDIA.decode(r[11]) if r[11] else [], finish_reason=r[12], at=r[13],
+        reasoning_content=r[14], token_count=r[15],
     )  # fmt: skip
 
 
@@ -181,6 +185,11 @@ def scrub(message: BackupMessage) -> BackupMessage:
         tool_calls=calls,
         media=media,
         reasoning=redact(message.reasoning) if message.reasoning else message.reasoning,
+        reasoning_content=(
+            redact(message.reasoning_content)
+            if message.reasoning_content
+            else message.reasoning_content
+        ),
     )
 
 
@@ -251,5 +260,29 @@ def stream_backup(
 
 
 def decode_session(data: bytes | str) -> BackupSession:
-    """Decode one backup object (raises ``msgspec.ValidationError`` / ``DecodeError``)."""
-    return _SESSION_DECODER.decode(data)
+    """Decode one backup object (raises ``msgspec.ValidationError`` / ``DecodeError``).
+
+    Messages may also be written as an OpenAI-compatible client writes them (``None`` for absent
+    fields, nested tool calls, arguments as objects, ``name`` on tool results): such an object
+    is normalized and decoded again. Anything still wrong raises the first decode's error.
+    """
+    try:
+        return _SESSION_DECODER.decode(data)
+    except msgspec.ValidationError as first:
+        raw = msgspec.json.decode(data)
+        if not isinstance(raw, dict) or not isinstance(raw.get("messages"), list):
+            raise
+        from hermes_es.commands.openai_messages import normalize
+        from hermes_es.errors import ValidationError as BadMessage
+
+        try:
+            raw["messages"] = [
+                normalize(m, f"$.messages[{i}]") if isinstance(m, dict) else m
+                for i, m in enumerate(raw["messages"])
+            ]
+        except BadMessage as exc:
+            raise msgspec.ValidationError(exc.message) from first
+        try:
+            return msgspec.convert(raw, BackupSession)
+        except msgspec.ValidationError:
+            raise first from None

@@ -22,9 +22,10 @@ from hermes_es.store.schema import EVENTS_SCHEMA
 TRACKING_NAME = "projections"
 """Reader name under which the projections' log position is tracked."""
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Projection layout: 1 first; 2 head state in the sessions row; 3 FTS prefix index (2, 3);
-4 platform, chat_id, model_config, launch_flags columns in sessions (docs/schema.md)."""
+4 platform, chat_id, model_config, launch_flags columns in sessions (docs/schema.md);
+5 messages keep reasoning_content and token_count."""
 
 
 class ProjectionSet:

@@ -26,7 +26,7 @@ _MESSAGE_CHANGES = (ev.MessageEdited, ev.RewoundTo, ev.CompactedInPlace, ev.Hist
 COLUMNS = (
     "id", "session_id", "seq", "ord", "uid", "role", "content", "parts", "tool_calls",
     "tool_call_id", "tool_name", "reasoning", "tokens_in", "tokens_out", "media",
-    "finish_reason", "at", "state", "imported", "version",
+    "finish_reason", "at", "state", "imported", "version", "reasoning_content", "token_count",
 )  # fmt: skip
 
 
@@ -42,6 +42,7 @@ def message_row(
         message.role, content_text(message.content), parts, calls, message.tool_call_id,
         message.tool_name, message.reasoning, message.tokens_in, message.tokens_out, media,
         message.finish_reason, message.at, state, imported, change.version,
+        message.reasoning_content, message.token_count,
     )  # fmt: skip
 
 
@@ -77,7 +78,8 @@ class MessagesProjector:
             " parts TEXT, tool_calls TEXT, tool_call_id TEXT, tool_name TEXT, reasoning TEXT,"
             " tokens_in INTEGER NOT NULL, tokens_out INTEGER NOT NULL, media TEXT,"
             " finish_reason TEXT, at REAL NOT NULL, state TEXT NOT NULL,"
-            " imported INTEGER NOT NULL, version INTEGER NOT NULL)"
+            " imported INTEGER NOT NULL, version INTEGER NOT NULL, reasoning_content TEXT,"
+            " token_count INTEGER)"
         ]
 
     def indexes(self) -> list[str]:

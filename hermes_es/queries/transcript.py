@@ -36,6 +36,8 @@ class TranscriptMessage(msgspec.Struct, frozen=True, kw_only=True):
     uid: str = ""
     state: str = "active"
     imported: bool = False
+    reasoning_content: str | None = None
+    token_count: int | None = None
 
     @property
     def active(self) -> bool:
@@ -50,7 +52,8 @@ class TranscriptMessage(msgspec.Struct, frozen=True, kw_only=True):
 
 _SELECT = (
     "SELECT seq, role, content, parts, tool_calls, tool_call_id, tool_name, reasoning,"
-    " tokens_in, tokens_out, media, finish_reason, at, uid, state, imported FROM messages"
+    " tokens_in, tokens_out, media, finish_reason, at, uid, state, imported,"
+    " reasoning_content, token_count FROM messages"
 )
 
 
@@ -61,7 +64,7 @@ def _row(r: tuple[Any, ...]) -> TranscriptMessage:
         tool_calls=_JSON.decode(r[4]) if r[4] else [],
         tool_call_id=r[5], tool_name=r[6], reasoning=r[7], tokens_in=r[8], tokens_out=r[9],
         media=_JSON.decode(r[10]) if r[10] else [], finish_reason=r[11], at=r[12], uid=r[13],
-        state=r[14], imported=bool(r[15]),
+        state=r[14], imported=bool(r[15]), reasoning_content=r[16], token_count=r[17],
     )  # fmt: skip
 
 
