@@ -555,6 +555,8 @@ def run_from_options(ctx: click.Context, options: dict[str, Any]) -> None:
         except HermesError as exc:
             taken = app.taken_over
             if taken is None or exc is not taken:
+                # the message was recorded: say where it is and how to come back to it
+                err(resume_hint(chat.session_id))
                 raise
             if taken.reply:
                 click.echo(taken.reply)  # shown, not recorded: nothing the responder said is lost

@@ -18,7 +18,9 @@ from hermes_es.errors import HermesError, UsageError
 
 if TYPE_CHECKING:
     from hermes_es.cli.chat import ChatApp
+    from hermes_es.commands.chat import Chat, TurnOutcome
     from hermes_es.commands.holders import SessionTakenOverError
+    from hermes_es.commands.turn_events import TurnEvent
     from hermes_es.queries.recap import Recap
 
 PROMPT = "hermes> "
@@ -230,8 +232,90 @@ def _as_taken_over(app: ChatApp, exc: HermesError) -> SessionTakenOverError | No
     return taken if taken is not None and exc is taken else None
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F)}
+_CONTROL.update({c: f"\\x{c:02x}" for c in range(0x80, 0xA0)})
+
+
+def terminal_text(text: str) -> str:
+    """Model/tool text made safe to draw: control characters (escape sequences) shown as
+    ``\\xNN``, newlines and tabs kept."""
+    return text.translate(_CONTROL)
+
+
+class StreamRenderer:
+    """Draws a running turn from its turn events: reply text as it arrives, one dim line per
+    tool call and result (on stderr)."""
+
+    def __init__(self) -> None:
+        self.open_line = False
+        """Reply text was drawn without its closing newline yet."""
+        self.drew_reply = False
+
+    def __call__(self, event: TurnEvent) -> None:
+        from hermes_es.commands.turn_events import ReplyDelta, ToolCallStarted
+
+        if isinstance(event, ReplyDelta):
+            click.echo(terminal_text(event.text), nl=False)
+            self.open_line = not event.text.endswith("\n")
+            self.drew_reply = True
+            return
+        self.finish_line()
+        if isinstance(event, ToolCallStarted):
+            args = event.arguments if len(event.arguments) <= 120 else event.arguments[:119] + "…"
+            click.echo(f"⚙ {terminal_text(event.name)} {terminal_text(args)}", err=True)
+        else:
+            first = event.content.strip().splitlines()[0] if event.content.strip() else ""
+            mark = "✗" if event.is_error else "→"
+            click.echo(f"  {mark} {terminal_text(first[:120])}", err=True)
+
+    def finish_line(self) -> None:
+        """End a reply line left open by streaming."""
+        if self.open_line:
+            click.echo()
+            self.open_line = False
+
+
+def run_turn(chat: Chat, text: str, render: Callable[[TurnEvent], None]) -> TurnOutcome:
+    """Run ``chat.send`` on a worker thread so Ctrl-C on the main thread cancels it: what
+    arrived is kept (marked interrupted) and the complete turn is still recorded."""
+    import threading
+
+    from hermes_es.commands.chat import block_interrupts
+
+    cancel = threading.Event()
+    done = threading.Event()
+    result: list[TurnOutcome] = []
+    failure: list[BaseException] = []
+
+    def work() -> None:
+        block_interrupts()
+        try:
+            result.append(chat.send(text, on_event=render, cancel=cancel))
+        except BaseException as exc:  # handed to the main thread
+            failure.append(exc)
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=work, name="hermes-turn")
+    worker.start()
+    # Wait on an Event, not on join(): a join interrupted by Ctrl-C can report the thread
+    # finished while it still runs.
+    while True:
+        try:
+            while not done.wait(0.05):
+                pass
+            break
+        except KeyboardInterrupt:
+            cancel.set()
+    worker.join()
+    if failure:
+        raise failure[0]
+    return result[0]
+
+
 def _say(app: ChatApp, text: str) -> None:
-    """Send one message and print the reply (errors keep the user's message and the loop)."""
+    """Send one message and draw the reply as it streams (errors keep the user's message and
+    the loop; Ctrl-C keeps what arrived, marked interrupted)."""
     assert app.chat is not None
     if app.taken_over is not None:
         _taken_over(app.taken_over, "your message was not sent")
@@ -239,21 +323,28 @@ def _say(app: ChatApp, text: str) -> None:
     if app.read_only:
         click.echo("read-only: this chat only watches the session (use /exit)", err=True)
         return
+    render = StreamRenderer()
     try:
-        outcome = app.chat.send(text)
+        outcome = run_turn(app.chat, text, render)
     except HermesError as exc:
+        render.finish_line()
         taken = _as_taken_over(app, exc)
         if taken is None:
             raise
         if taken.reply:  # the take-over came while the responder ran: show it, not recorded
-            click.echo(taken.reply)
+            if not render.drew_reply:
+                click.echo(terminal_text(taken.reply))
             _taken_over(taken, "the reply above was not recorded")
         else:
             _taken_over(taken, "your message was not sent")
         return
+    render.finish_line()
     for note in outcome.attachments:
         click.echo(f"📎 {note}", err=True)
-    click.echo(outcome.reply)
+    if not render.drew_reply and outcome.reply:
+        click.echo(terminal_text(outcome.reply))
+    if outcome.interrupted:
+        click.echo("(interrupted; what arrived is kept, marked interrupted)", err=True)
 
 
 def run_repl(app: ChatApp, *, recap: bool) -> None:

@@ -12,6 +12,7 @@ TOOLSETS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "core": (
             "terminal",
             "read_file",
+            "list_directory",
             "write_file",
             "search_files",
             "skill_manage",

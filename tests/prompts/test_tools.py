@@ -9,8 +9,9 @@ from hermes_es.prompts.tools import known_toolsets, tools_for_toolsets
 
 
 def test_core_toolset_tools() -> None:
-    """The core toolset enables its eight tools, sorted."""
+    """The core toolset enables its nine tools, sorted."""
     assert tools_for_toolsets(["core"]) == [
+        "list_directory",
         "memory",
         "read_file",
         "search_files",

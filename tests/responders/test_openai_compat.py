@@ -28,6 +28,7 @@ class Reply:
     status: int = 200
     body: bytes | dict[str, Any] = b""
     delay: float = 0.0
+    content_type: str = "application/json"
 
 
 @dataclass
@@ -78,7 +79,7 @@ def endpoint() -> Iterator[Endpoint]:
             body = reply.body if isinstance(reply.body, bytes) else msgspec.json.encode(reply.body)
             try:
                 self.send_response(reply.status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", reply.content_type)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -465,3 +466,94 @@ def test_config_error_never_shows_a_wrong_typed_key() -> None:
     with pytest.raises(ConfigError) as caught:
         make_responder(_openai_config("http://h", api_key=987654321), {})
     assert "987654321" not in str(caught.value)
+
+
+# --- streaming --------------------------------------------------------------------------------
+
+
+def _sse(*events: dict[str, Any] | str) -> Reply:
+    body = b"".join(
+        b"data: " + (e.encode() if isinstance(e, str) else msgspec.json.encode(e)) + b"\n\n"
+        for e in events
+    )
+    return Reply(body=body, content_type="text/event-stream")
+
+
+def test_stream_pieces_and_tool_call_fragments_are_put_together(endpoint: Endpoint) -> None:
+    """SSE deltas reach on_delta in order; tool-call fragments join by index; usage is read."""
+    endpoint.answer(
+        _sse(
+            {"choices": [{"index": 0, "delta": {"content": "Hel"}}]},
+            {"choices": [{"index": 0, "delta": {"content": "lo", "reasoning_content": "r"}}]},
+            {
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {
+                            "tool_calls": [
+                                {"index": 0, "id": "c9", "function": {"name": "echo"}},
+                            ]
+                        },
+                    }
+                ]
+            },
+            {
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {
+                            "tool_calls": [{"index": 0, "function": {"arguments": '{"text"'}}]
+                        },
+                    }
+                ]
+            },
+            {
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"tool_calls": [{"index": 0, "function": {"arguments": ':"y"}'}}]},
+                        "finish_reason": "tool_calls",
+                    }
+                ]
+            },
+            {"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 2}},
+            "[DONE]",
+        )
+    )
+    pieces: list[str] = []
+    result = _responder(endpoint, stream=True).respond(
+        "s", [ChatMessage(role="user", content="x")], model="", on_delta=pieces.append
+    )
+    assert endpoint.requests[0]["body"]["stream"] is True
+    assert pieces == ["Hel", "lo"]
+    [message] = result.messages
+    assert message.content == "Hello" and message.reasoning == "r"
+    assert message.tool_calls == [ToolCall(id="c9", name="echo", arguments='{"text":"y"}')]
+    assert message.finish_reason == "tool_calls"
+    assert (result.usage.prompt_tokens, result.usage.completion_tokens) == (4, 2)
+
+
+def test_a_malformed_stream_event_names_the_event(endpoint: Endpoint) -> None:
+    """A stream event that is not JSON is a malformed response naming the event number."""
+    endpoint.answer(_sse({"choices": [{"index": 0, "delta": {"content": "a"}}]}, "{oops"))
+    error = _fails(_responder(endpoint, stream=True))
+    assert str(error).startswith(f"malformed response from {endpoint.url}: stream event 1: ")
+
+
+def test_a_stream_cut_short_is_reported(endpoint: Endpoint) -> None:
+    """A stream that ends with no finish_reason and no [DONE] is an error naming the URL."""
+    endpoint.answer(_sse({"choices": [{"index": 0, "delta": {"content": "a"}}]}))
+    error = _fails(_responder(endpoint, stream=True))
+    assert str(error) == (
+        f"model endpoint {endpoint.url} ended the stream before the answer was complete"
+    )
+
+
+def test_a_server_ignoring_stream_is_read_as_one_answer(endpoint: Endpoint) -> None:
+    """With stream on, a plain JSON answer still works and reaches on_delta once."""
+    endpoint.answer(Reply(body=_completion({"role": "assistant", "content": "whole"})))
+    pieces: list[str] = []
+    result = _responder(endpoint, stream=True).respond(
+        "", [ChatMessage(role="user", content="x")], model="", on_delta=pieces.append
+    )
+    assert pieces == ["whole"] and result.messages[0].content == "whole"
