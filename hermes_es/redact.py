@@ -56,10 +56,16 @@ _Classifier = Callable[[re.Match[str]], str | None]
 
 @dataclass(frozen=True, slots=True)
 class _Rule:
-    """One compiled pattern; its ``secret`` group is what gets replaced."""
+    """One compiled pattern; its ``secret`` group is what gets replaced.
+
+    ``needles``: lower-case strings one of which every match contains; a text holding none of
+    them skips the rule without a regex pass (most rules start with a case-insensitive word or
+    a class, which the ``re`` engine cannot scan for quickly).
+    """
 
     pattern: re.Pattern[str]
     classify: _Classifier
+    needles: tuple[str, ...] = ()
 
 
 def _always(kind: str) -> _Classifier:
@@ -67,11 +73,33 @@ def _always(kind: str) -> _Classifier:
     return lambda _m: kind
 
 
-def _fixed(kind: str, regex: str, flags: int = 0) -> _Rule:
+_LITERAL_HEAD = re.compile(r"[A-Za-z0-9_-]+")
+_BOUNDARY = "(?<![A-Za-z0-9_-])"
+
+
+def _literal_first(regex: str) -> str:
+    """``(?<!class)lit…`` rewritten as ``lit(?<!class lit)…``: the same matches, but a pattern
+    that starts with a literal lets ``re`` skip to each occurrence of it (~100x faster)."""
+    if not regex.startswith(_BOUNDARY):
+        return regex
+    rest = regex[len(_BOUNDARY) :]
+    head = _LITERAL_HEAD.match(rest)
+    if head is None:
+        return regex
+    literal = head.group(0)
+    if rest[head.end() : head.end() + 1] in ("{", "*", "+", "?"):
+        literal = literal[:-1]  # its last character is quantified: not part of the literal
+    if not literal:
+        return regex
+    return f"{literal}(?<![A-Za-z0-9_-]{literal}){rest[len(literal) :]}"
+
+
+def _fixed(kind: str, regex: str, flags: int = 0, needles: tuple[str, ...] = ()) -> _Rule:
     """Rule whose whole match (or ``secret`` group) is always a secret of ``kind``."""
+    regex = _literal_first(regex)
     if "(?P<secret>" not in regex:
         regex = f"(?P<secret>{regex})"
-    return _Rule(re.compile(regex, flags), _always(kind))
+    return _Rule(re.compile(regex, flags), _always(kind), needles)
 
 
 # --- classifying labels such as ``OPENAI_API_KEY``, ``"clientSecret"``, ``--password`` --------
@@ -336,6 +364,8 @@ _PEM_LABEL = r"[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?"
 _PEM_TEXT = r"(?:[^-]|-(?!----(?:BEGIN|END) ))*+"  # up to the next BEGIN/END line, linearly
 _PEM_BODY = r"(?:(?:\s|\\[nr])+[A-Za-z0-9+/=]{16,})*"  # an unterminated block: base64 lines
 _KEY_HINT = r"(?=[\w.-]{0,64}?(?i:pass|pwd|pw\b|secret|token|key|auth|cred))"
+_LABEL_NEEDLES = ("pass", "pwd", "pw", "secret", "token", "key", "auth", "cred")
+"""A label holds one of these (``_KEY_HINT``), so text without any skips the label rules."""
 _OP = r"[ \t]*(?P<op>=>|=(?!=)|:(?![:/]))[ \t]*"
 _OP_EQ = r"[ \t]*(?P<op>=>|=(?!=))[ \t]*"
 _OP_COLON = r"[ \t]*(?P<op>:(?![:/]))[ \t]*"
@@ -353,17 +383,20 @@ _RULES: tuple[_Rule, ...] = (
             r"(?P<secret>-----BEGIN(?:[^\"\\]|\\[^\"])+)"
         ),
         _always("gcp_private_key"),
+        ("private_key",),
     ),
     _fixed(
         "private_key",
         rf"-----BEGIN {_PEM_LABEL}-----(?:{_PEM_TEXT}-----END {_PEM_LABEL}-----|{_PEM_BODY})",
+        needles=("-----begin",),
     ),
     # Provider keys with distinctive prefixes.
     _fixed("anthropic_key", rf"{_B}sk-ant-[A-Za-z0-9_-]{{20,}}"),
     _fixed("openrouter_key", rf"{_B}sk-or-[A-Za-z0-9_-]{{20,}}"),
     _fixed("openai_key", rf"{_B}sk-(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{{20,}}"),
     _fixed("openai_key", rf"{_B}sk-[A-Za-z0-9]{{32,}}{_E}"),
-    _fixed("stripe_key", rf"{_B}(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{{16,}}{_E}"),
+    _fixed("stripe_key", rf"{_B}sk_(?:live|test)_[A-Za-z0-9]{{16,}}{_E}"),
+    _fixed("stripe_key", rf"{_B}rk_(?:live|test)_[A-Za-z0-9]{{16,}}{_E}"),
     _fixed("stripe_key", rf"{_B}whsec_[A-Za-z0-9]{{24,}}{_E}"),
     _fixed("google_api_key", rf"{_B}AIza[0-9A-Za-z_-]{{35}}{_E}"),
     _fixed("gcp_access_token", rf"{_B}ya29\.[A-Za-z0-9_-]{{20,}}"),
@@ -388,7 +421,7 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _fixed("telegram_bot_token", r"(?<![\d:])\d{8,10}:AA[A-Za-z0-9_-]{33}(?![\w-])"),
     _fixed("perplexity_key", rf"{_B}pplx-[A-Za-z0-9]{{40,}}{_E}"),
-    _fixed("twilio_api_key", r"(?<![A-Za-z0-9])SK[0-9a-fA-F]{32}(?![A-Za-z0-9])"),
+    _fixed("twilio_api_key", r"SK(?<![A-Za-z0-9]SK)[0-9a-fA-F]{32}(?![A-Za-z0-9])"),
     _Rule(
         re.compile(
             rf"{_B}(?P<secret>(?P<uid>[MNO][A-Za-z0-9_-]{{23,27}})\.[A-Za-z0-9_-]{{6}}"
@@ -402,20 +435,18 @@ _RULES: tuple[_Rule, ...] = (
     _fixed("databricks_token", rf"{_B}dapi[a-f0-9]{{32}}(?:-\d)?{_E}"),
     _fixed("mailgun_key", rf"{_B}key-[0-9a-f]{{32}}{_E}"),
     _fixed("linear_key", rf"{_B}lin_(?:api|oauth)_[A-Za-z0-9]{{40}}{_E}"),
-    _fixed("notion_token", rf"{_B}(?:ntn_[A-Za-z0-9]{{40,}}|secret_[A-Za-z0-9]{{43}}){_E}"),
+    _fixed("notion_token", rf"{_B}ntn_[A-Za-z0-9]{{40,}}{_E}"),
+    _fixed("notion_token", rf"{_B}secret_[A-Za-z0-9]{{43}}{_E}"),
     _fixed("atlassian_token", rf"{_B}ATATT3[A-Za-z0-9_=-]{{100,}}"),
     _fixed("new_relic_key", rf"{_B}NRA[KI]-[A-Z0-9]{{27}}{_E}"),
     _fixed("postman_key", rf"{_B}PMAK-[a-f0-9]{{24}}-[a-f0-9]{{34}}{_E}"),
-    _fixed(
-        "grafana_token",
-        rf"{_B}(?:glsa_[A-Za-z0-9]{{32}}_[A-Fa-f0-9]{{8}}|glc_[A-Za-z0-9+/]{{32,}}=*)",
-    ),
+    _fixed("grafana_token", rf"{_B}glsa_[A-Za-z0-9]{{32}}_[A-Fa-f0-9]{{8}}{_E}"),
+    _fixed("grafana_token", rf"{_B}glc_[A-Za-z0-9+/]{{32,}}=*"),
     _fixed("vault_token", rf"{_B}hv[sbr]\.[A-Za-z0-9_-]{{24,}}"),
     _fixed("supabase_token", rf"{_B}sbp_[a-f0-9]{{40}}{_E}"),
-    _fixed("age_secret_key", r"\bAGE-SECRET-KEY-1[0-9A-Z]{58}\b"),
-    _fixed(
-        "square_token", rf"{_B}(?:EAAA[A-Za-z0-9_-]{{60}}|sq0(?:atp|csp)-[A-Za-z0-9_-]{{22,}}){_E}"
-    ),
+    _fixed("age_secret_key", r"AGE-SECRET-KEY-1(?<![\w]AGE-SECRET-KEY-1)[0-9A-Z]{58}\b"),
+    _fixed("square_token", rf"{_B}EAAA[A-Za-z0-9_-]{{60}}{_E}"),
+    _fixed("square_token", rf"{_B}sq0(?:atp|csp)-[A-Za-z0-9_-]{{22,}}{_E}"),
     _fixed("replicate_token", rf"{_B}r8_[A-Za-z0-9]{{37}}{_E}"),
     _fixed(
         "aws_access_key_id", r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])"
@@ -424,11 +455,13 @@ _RULES: tuple[_Rule, ...] = (
         "aws_secret_key",
         r"(?i:aws_?secret_?(?:access_?)?key|SecretAccessKey)[\"']?[ \t]*[:=][ \t]*[\"']?"
         r"(?P<secret>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])",
+        needles=("aws", "secretaccesskey"),
     ),
     _fixed(
         "mistral_key",
         r"(?i:mistral[_-]?api[_-]?key)[\"']?[ \t]*[:=][ \t]*[\"']?(?P<secret>[A-Za-z0-9]{32})"
         r"(?![A-Za-z0-9])",
+        needles=("mistral",),
     ),
     # Tokens that carry their own structure.
     _fixed("jwt", rf"{_B}eyJ[A-Za-z0-9_-]{{8,}}\.eyJ[A-Za-z0-9_-]{{8,}}\.[A-Za-z0-9_-]*{_E}"),
@@ -439,14 +472,20 @@ _RULES: tuple[_Rule, ...] = (
             r"(?!(?i:bearer|basic|token|bot|digest)\b)(?P<secret>[\w.~+/:-]+=*)"
         ),
         _bearer,
+        ("authorization",),
     ),
-    _fixed("bearer_token", r"\bBearer[ \t]+(?P<secret>(?=[\w.~+/-]*\d)[\w.~+/-]{16,}=*)"),
+    _fixed(
+        "bearer_token",
+        r"\bBearer[ \t]+(?P<secret>(?=[\w.~+/-]*\d)[\w.~+/-]{16,}=*)",
+        needles=("bearer",),
+    ),
     _Rule(
         re.compile(
             r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,31}://(?P<user>[^\s:/?#@\"'<>]*):"
             r"(?P<secret>[^\s/?#\"'<>]+)@(?=[A-Za-z0-9\[])"
         ),
         _user_password("url_password"),
+        ("://",),
     ),
     _Rule(
         re.compile(
@@ -454,6 +493,7 @@ _RULES: tuple[_Rule, ...] = (
             r"(?P<secret>(?=[^\r\n\"'=]{0,400}=)[^\r\n\"']{8,})"
         ),
         _always("cookie"),
+        ("cookie",),
     ),
     # Passwords given to well-known command-line tools.
     _Rule(
@@ -462,19 +502,23 @@ _RULES: tuple[_Rule, ...] = (
             r"(?P<user>[^\s:\"']+):(?P<secret>[^\s\"']+)"
         ),
         _on_command_line(_CURL_RE, _user_password("password")),
+        ("curl",),
     ),
     _Rule(
         re.compile(r"(?<=[ \t])-p(?P<secret>[^\s\"'-][^\s\"']*)"),
         _on_command_line(_MYSQL_RE, _labelled_value("password")),
+        ("mysql", "mariadb"),
     ),
     _Rule(
         re.compile(r"\bsshpass[ \t]+-p[ \t]*[\"']?(?P<secret>[^\s\"']+)"),
         _labelled_value("password"),
+        ("sshpass",),
     ),
     # Passwords and tokens written in prose or in a netrc file.
     _Rule(
         re.compile(r"\bmachine[ \t]+\S+\s+login[ \t]+\S+\s+password[ \t]+(?P<secret>[^\s\"'\\]+)"),
         _prose_password,
+        ("machine",),
     ),
     _Rule(
         re.compile(
@@ -482,26 +526,31 @@ _RULES: tuple[_Rule, ...] = (
             r"(?P<secret>[^\s\"\\]+)"
         ),
         _prose_password,
+        ("pass", "pin"),
     ),
     _Rule(
         re.compile(
             r"(?i:\btoken(?:[ \t]+(?:is|was))?[ \t]*:?[ \t]+)(?P<secret>[A-Za-z0-9_.~+/-]{20,}=*)"
         ),
         _bare_token,
+        ("token",),
     ),
     # Generic labelled assignments in env, JSON, YAML, TOML, Python and shell style.
     _Rule(
         re.compile(rf"{_LABEL}(?P<vq>\\?\")(?P<secret>(?:[^\"\\\n]|\\[^\"\n])*)(?P=vq)"),
         _labelled(quoted=True),
+        _LABEL_NEEDLES,
     ),
-    _Rule(re.compile(rf"{_LABEL}'(?P<secret>[^'\n]*)'"), _labelled(quoted=True)),
+    _Rule(re.compile(rf"{_LABEL}'(?P<secret>[^'\n]*)'"), _labelled(quoted=True), _LABEL_NEEDLES),
     _Rule(
         re.compile(rf"{_NAME}{_OP_EQ}(?P<secret>{_EQ_VALUE})"),
         _labelled(quoted=False),
+        _LABEL_NEEDLES,
     ),
     _Rule(  # YAML / header style: the value runs to the end of the line
         re.compile(rf"{_NAME}{_OP_COLON}(?P<secret>[^\s\"'`,<>(){{}}\[\]\\]+)"),
         _labelled(quoted=False),
+        _LABEL_NEEDLES,
     ),
     _Rule(
         re.compile(
@@ -509,6 +558,7 @@ _RULES: tuple[_Rule, ...] = (
             r"(?P<secret>[^\s\"'`;&|<>()$-][^\s\"'`;&|<>()]*)(?P=q)"
         ),
         _flag,
+        ("--",),
     ),
 )
 
@@ -543,7 +593,10 @@ def redact_with_stats(text: str, stats: RedactionStats | None = None) -> tuple[s
     # something turns at least one character of plain text into a marker, so this terminates.
     for _ in range(_MAX_PASSES):
         before = stats.total
+        lowered = text.lower()
         for rule in _RULES:
+            if rule.needles and not any(n in lowered for n in rule.needles):
+                continue
             text = _apply(rule, text, stats)
         if stats.total == before:
             break
