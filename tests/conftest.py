@@ -61,10 +61,28 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
+BACKENDS = ("sqlite", "postgresql")
+"""The store backends engine-level tests run against."""
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run every test that takes ``engine`` once per backend, unless marked ``sqlite_only``."""
+    if "store_backend" in metafunc.fixturenames:
+        only_sqlite = any(metafunc.definition.iter_markers("sqlite_only"))
+        metafunc.parametrize("store_backend", ("sqlite",) if only_sqlite else BACKENDS)
+
+
 @pytest.fixture
-def engine(home: Path, clock: Clock) -> Iterator[SessionEngine]:
-    """A SessionEngine on ``home``'s state.db, using the deterministic clock."""
-    eng = SessionEngine.open(home, clock=clock, actor="test")
+def engine(
+    request: pytest.FixtureRequest, store_backend: str, home: Path, clock: Clock
+) -> Iterator[SessionEngine]:
+    """A SessionEngine with the deterministic clock, once per backend: on ``home``'s state.db,
+    and on a fresh database of the run's PostgreSQL server."""
+    if store_backend == "postgresql":
+        target: str | Path = request.getfixturevalue("pg_url")
+    else:
+        target = home
+    eng = SessionEngine.open(target, clock=clock, actor="test")
     try:
         yield eng
     finally:

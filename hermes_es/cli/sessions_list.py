@@ -246,6 +246,10 @@ def stats_cmd(ctx: click.Context, as_json: bool) -> None:
         stats = store_stats(conn, hermes.db_path)
     finally:
         conn.close()
+    if hermes.backend.kind != "sqlite":  # a server store: no local file sizes to report
+        import msgspec
+
+        stats = msgspec.structs.replace(stats, path=hermes.backend.location)
     if as_json:
         echo_json(stats)
         return

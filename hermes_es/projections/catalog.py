@@ -34,14 +34,7 @@ class ProjectionSet:
     def __init__(self, prefix: str = "", *, bulk: bool = False) -> None:
         """``bulk``: a replay into fresh tables (rows only added), not the live append path."""
         self.prefix = prefix
-        self.projectors: list[Projector] = [
-            SessionsProjector(prefix),
-            MessagesProjector(prefix),  # before search: bulk indexing reads its rows
-            SearchProjector(prefix, bulk=bulk),
-            LineageProjector(prefix),
-            PromptsProjector(prefix),
-            ReceiptsProjector(prefix),
-        ]
+        self.projectors: list[Projector] = self.make_projectors(prefix, bulk=bulk)
         # Bound methods looked up once: ``apply`` runs for every write transaction.
         # Projectors are independent of each other, so the order they run in is free.
         self._batch_appliers: list[Callable[[apsw.Connection, Sequence[Change]], None]] = []
@@ -57,6 +50,17 @@ class ProjectionSet:
                 self._sessions = projector
             else:
                 self._settlers.append(projector.settle)
+
+    def make_projectors(self, prefix: str, *, bulk: bool) -> list[Projector]:
+        """The read models of this set (another backend's set returns its own)."""
+        return [
+            SessionsProjector(prefix),
+            MessagesProjector(prefix),  # before search: bulk indexing reads its rows
+            SearchProjector(prefix, bulk=bulk),
+            LineageProjector(prefix),
+            PromptsProjector(prefix),
+            ReceiptsProjector(prefix),
+        ]
 
     def tables(self) -> list[str]:
         """Every table this set maintains."""

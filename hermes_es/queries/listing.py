@@ -41,15 +41,20 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
     pinned: bool
 
 
+_CHAIN_ARCHIVED = (
+    "CASE WHEN t.archived <> '' THEN t.archived WHEN EXISTS (SELECT 1 FROM sessions c"
+    " WHERE c.root_id = t.root_id AND c.archived = 'user') THEN 'user' ELSE '' END"
+)
+"""Whether a conversation counts as archived (spelled out again in WHERE: PostgreSQL does not
+let WHERE name a select-list alias)."""
+
 _SELECT = (
     "SELECT t.id, t.root_id, CASE WHEN t.title <> '' THEN t.title ELSE COALESCE(r.title, '') END,"
     " CASE WHEN COALESCE(r.preview, '') <> '' THEN r.preview ELSE t.preview END,"
     " t.source, COALESCE(r.started_at, t.started_at), t.last_active, t.workspace_key,"
     " (SELECT COUNT(*) FROM sessions c WHERE c.root_id = t.root_id),"
     " (SELECT SUM(c.message_count) FROM sessions c WHERE c.root_id = t.root_id),"
-    " t.ended, CASE WHEN t.archived <> '' THEN t.archived WHEN EXISTS (SELECT 1 FROM sessions c"
-    " WHERE c.root_id = t.root_id AND c.archived = 'user') THEN 'user' ELSE ''"
-    " END AS chain_archived,"
+    f" t.ended, {_CHAIN_ARCHIVED} AS chain_archived,"
     " t.pinned"
     " FROM sessions t LEFT JOIN sessions r ON r.id = t.root_id"
     " WHERE (t.continued_into = '' OR NOT EXISTS (SELECT 1 FROM sessions x"
@@ -110,7 +115,7 @@ def list_sessions(
         hidden = PICKER_HIDDEN if picker else LIST_HIDDEN
         sql += f" AND t.source NOT IN ({','.join('?' * len(hidden))})"
         params.extend(hidden)
-    sql += " AND chain_archived <> ''" if archived else " AND chain_archived = ''"
+    sql += f" AND {_CHAIN_ARCHIVED} " + ("<> ''" if archived else "= ''")
     if workspace:
         clause, more = workspace_clause(workspace)
         sql += " AND " + clause
@@ -169,13 +174,16 @@ def store_stats(conn: apsw.Connection, db_path: Path) -> StoreStats:
     by_source = [
         SourceCount(source=str(s), sessions=int(n), conversations=int(c), messages=int(m or 0))
         for s, n, c, m in conn.execute(
-            "SELECT source, COUNT(*), SUM(continued_into = ''), SUM(message_count)"
+            "SELECT source, COUNT(*), SUM(CASE WHEN continued_into = '' THEN 1 ELSE 0 END),"
+            " SUM(message_count)"
             " FROM sessions GROUP BY source ORDER BY COUNT(*) DESC, source"
         )
     ]
     row = conn.execute(
-        "SELECT COUNT(*), SUM(continued_into = ''), SUM(message_count),"
-        " SUM(archived <> '' AND continued_into = ''), SUM(pinned), SUM(ended) FROM sessions"
+        "SELECT COUNT(*), SUM(CASE WHEN continued_into = '' THEN 1 ELSE 0 END),"
+        " SUM(message_count),"
+        " SUM(CASE WHEN archived <> '' AND continued_into = '' THEN 1 ELSE 0 END),"
+        " SUM(pinned), SUM(ended) FROM sessions"
     ).fetchall()[0]
     events = conn.execute("SELECT MAX(id) FROM events").fetchall()[0][0]
     db_bytes, wal_bytes = db_sizes(db_path)

@@ -77,7 +77,7 @@ DETAILS_CHUNK = 1000
 so the common case reads only the rows it returns)."""
 
 
-def _hits_from(
+def hits_from(
     conn: apsw.Connection,
     query: str,
     pool: list[tuple[float, int]],
@@ -181,6 +181,10 @@ def search_messages(
     if match is None or limit <= 0:
         return []
     where, params = _filters(sources, roles, exclude_sources)
+    own = getattr(conn, "search_messages", None)
+    if own is not None:  # a backend with its own full-text index (PostgreSQL)
+        hits: list[SearchHit] = own(query, limit=limit, where=where, params=params)
+        return hits
     if plan == "full":
         return _ranked(conn, match, None, limit, where, params)
     if plan != "bounded":
@@ -192,7 +196,7 @@ def search_messages(
     while True:
         batch = candidates.page(below, size)
         pool = sorted([*pool, *batch])
-        hits = _hits_from(conn, query, pool, limit, where, params)
+        hits = hits_from(conn, query, pool, limit, where, params)
         if len(batch) < size or len(hits) >= limit:
             return hits
         below = min(rowid for _, rowid in batch)

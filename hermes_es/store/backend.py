@@ -148,6 +148,14 @@ def open_backend(target: str | Path, *, lease_path: Path | None = None) -> Store
     ``lease_path``: for a server store, the local path whose directory keeps holder leases
     (the CLI passes the profile's state.db path; default ``$HERMES_HOME/state.db``).
     """
+    if is_postgres_url(target):
+        from hermes_es.store.postgres.backend import PostgresBackend
+
+        if lease_path is None:
+            from hermes_es.home import hermes_home
+
+            lease_path = hermes_home(os.environ) / "state.db"
+        return PostgresBackend(str(target), lease_path=lease_path)
     if isinstance(target, str) and "://" in target:
         scheme = target.split("://", 1)[0]
         raise ConfigError(

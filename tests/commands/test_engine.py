@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import apsw
 import pytest
 
 from hermes_es.aggregates import session as agg
@@ -333,10 +332,10 @@ def test_failed_command_leaves_no_partial_rows(engine: SessionEngine) -> None:
     assert engine.get(sid).next_seq == 0
 
 
-def test_reader_sees_only_committed_rows(engine: SessionEngine, home: Path) -> None:
+def test_reader_sees_only_committed_rows(engine: SessionEngine) -> None:
     """A second connection never sees a half-applied transaction."""
     sid = engine.start_session("cli", cwd="")
-    reader = apsw.Connection(str(home / "state.db"))
+    reader = engine.backend.reader()
     try:
         with engine.store.transaction() as batch:
             state = batch.load(sid)

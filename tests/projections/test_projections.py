@@ -158,6 +158,7 @@ def test_lineage_title_skips_taken_numbers(engine: SessionEngine) -> None:
     assert len(titles) == len({str(t).lower() for t in titles}) == 3
 
 
+@pytest.mark.sqlite_only
 def test_unique_title_index_backs_the_check(engine: SessionEngine) -> None:
     """The sessions table itself refuses two equal titles (any case)."""
     a = engine.start_session("cli", cwd="", title="same")
@@ -252,6 +253,7 @@ def test_search_filters_and_states(engine: SessionEngine) -> None:
         assert isinstance(engine.search(odd), list)  # any text is safe to search
 
 
+@pytest.mark.sqlite_only
 def test_forget_removes_fts_rows(engine: SessionEngine) -> None:
     """ProjectionSet.forget drops the session's rows and its index entries, leaving others."""
     gone = engine.start_session("cli", cwd="")

@@ -12,6 +12,8 @@ from hermes_es.commands.engine import SessionEngine
 from hermes_es.projections.catalog import connect
 from hermes_es.projections.rebuild import TableDiff, rebuild, verify
 
+pytestmark = pytest.mark.sqlite_only  # rebuild/verify of state.db itself (tests/postgres: PG's)
+
 SNAPSHOT_TABLES = ("sessions", "messages", "lineage", "prompts", "deletions")
 
 

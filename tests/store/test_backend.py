@@ -134,3 +134,33 @@ def test_cli_missing_store_is_no_sessions_yet(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "no sessions yet" in result.output
     assert not target.exists()
+
+
+def test_sqlite_read_path_imports_no_server_or_eventsourcing_code(tmp_path: Path) -> None:
+    """``sessions list`` on SQLite never imports eventsourcing, psycopg or the PG backend."""
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    home.mkdir()
+    _seed(home / "state.db", "fast start")
+    script = (
+        "import sys\n"
+        "from hermes_es.cli.app import cli\n"
+        "try:\n"
+        "    cli(['sessions', 'list', '--json'], standalone_mode=False)\n"
+        "finally:\n"
+        "    loaded = [m for m in sys.modules if m.split('.')[0] in ('eventsourcing', 'psycopg',"
+        " 'psycopg_pool') or m.startswith('hermes_es.store.postgres')]\n"
+        "    print('LOADED', loaded)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        env={"HERMES_HOME": str(home), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "fast start" in out
+    assert "LOADED []" in out

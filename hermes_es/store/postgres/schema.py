@@ -1,0 +1,96 @@
+"""Creating a hermes store in a PostgreSQL database (once, under an advisory lock).
+
+The event log is eventsourcing's own table (``events``: text originator ids, ``bytea`` state,
+a ``bigserial`` notification id), created by its recorder's statements, plus a generated
+``id`` column equal to the notification id (the name the shared queries read). Beside it: the
+reader-position table ``tracking``, the ICU collation ``nocase`` (case-insensitive equality
+for titles), the ``pg_trgm`` extension, the projection tables, and ``hermes_meta`` holding the
+layout version. A store whose projections have another layout gets them dropped and replayed
+from the log in the same transaction, as on SQLite.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+
+SCHEMA_VERSION = 1
+"""Layout of the PostgreSQL projections."""
+
+ADVISORY_LOCK = 0x4E524D45
+"""``pg_advisory_xact_lock`` key serializing schema creation between processes."""
+
+EVENTS_TABLE = "events"
+
+BASE_DDL = [
+    "CREATE EXTENSION IF NOT EXISTS pg_trgm",
+    "CREATE TABLE IF NOT EXISTS hermes_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS tracking ("
+    " application_name TEXT PRIMARY KEY, notification_id BIGINT NOT NULL)",
+]
+
+EVENTS_ID_COLUMN = (
+    "ALTER TABLE events ADD COLUMN IF NOT EXISTS id BIGINT"
+    " GENERATED ALWAYS AS (notification_id) STORED"
+)
+"""The log position under the name the shared queries use (``events.id`` on SQLite)."""
+
+NOCASE_COLLATION = (
+    "CREATE COLLATION IF NOT EXISTS nocase"
+    " (provider = icu, locale = 'und-u-ks-level2', deterministic = false)"
+)
+
+
+def store_exists(curs: Any) -> bool:
+    """True when the database holds a hermes store."""
+    row = curs.execute("SELECT to_regclass('hermes_meta') IS NOT NULL AS present").fetchone()
+    return bool(row["present"] if isinstance(row, dict) else row[0])
+
+
+def ensure_schema(datastore: PostgresDatastore, recorder: PostgresApplicationRecorder) -> None:
+    """Create (or migrate) the store; concurrent first opens wait for each other."""
+    from hermes_es.store.postgres.connection import PgConnection
+    from hermes_es.store.postgres.projections import PgProjectionSet
+
+    with datastore.transaction(commit=True) as curs:
+        if store_exists(curs):
+            row = curs.execute(
+                "SELECT value FROM hermes_meta WHERE key = 'schema_version'"
+            ).fetchone()
+            if row is not None and int(row["value"]) == SCHEMA_VERSION:
+                datastore.register_type_adapters()
+                return
+    conn = PgConnection(datastore)
+    with conn.transaction() as raw:
+        curs = raw.cursor()
+        curs.execute("SELECT pg_advisory_xact_lock(%s)", (ADVISORY_LOCK,))
+        for ddl in BASE_DDL:
+            curs.execute(ddl)
+        curs.execute(NOCASE_COLLATION)
+        for statement in recorder.sql_create_statements:
+            if "CREATE TYPE" in statement.as_string():
+                name = recorder.stored_event_type_name
+                found = curs.execute("SELECT to_regtype(%s) AS t", (name,)).fetchone()
+                if found is not None and found["t"] is not None:
+                    continue
+            curs.execute(statement)
+        curs.execute(EVENTS_ID_COLUMN)
+        row = curs.execute("SELECT value FROM hermes_meta WHERE key = 'schema_version'").fetchone()
+        version = int(row["value"]) if row is not None else 0
+        if version != SCHEMA_VERSION:
+            live = PgProjectionSet()
+            if version:
+                for table in live.tables():
+                    curs.execute(f"DROP TABLE IF EXISTS {table}")
+            live.create(conn)
+            if version:
+                from hermes_es.store.postgres.rebuild import replay_into
+
+                replay_into(conn, PgProjectionSet(bulk=True))
+            curs.execute(
+                "INSERT INTO hermes_meta (key, value) VALUES ('schema_version', %s)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(SCHEMA_VERSION),),
+            )
+    datastore.register_type_adapters()

@@ -1,0 +1,180 @@
+"""The write side on PostgreSQL: events and every projection in one PostgreSQL transaction.
+
+The log is eventsourcing's ``PostgresApplicationRecorder`` (table ``events``). A write
+transaction first takes the same ``EXCLUSIVE`` lock on ``events`` that the recorder takes to
+keep notification ids in commit order, so writers are serialized from the start, exactly like
+SQLite's ``BEGIN IMMEDIATE``: a command reads the heads it decides on under the lock, a stale
+expected version is a ``ConflictError``, and a retried uid is found by the read. Reads never
+wait for it (``EXCLUSIVE`` lets ``SELECT`` through).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, cast
+
+from eventsourcing.persistence import (
+    IntegrityError,
+    OperationalError,
+    PersistenceError,
+    StoredEvent,
+)
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from psycopg.conninfo import conninfo_to_dict
+
+from hermes_es.commands.unit_of_work import Batch
+from hermes_es.errors import ConfigError, ConflictError, StoreBusyError, StoreError
+from hermes_es.store.backend import redact_url
+from hermes_es.store.postgres.connection import PgConnection
+from hermes_es.store.postgres.projections import PgProjectionSet
+from hermes_es.store.postgres.schema import EVENTS_TABLE, ensure_schema
+
+LOCK_TIMEOUT_S = 30
+"""How long a writer waits for another writer's lock (seconds), like SQLite's busy timeout."""
+
+
+def datastore_for(url: str, *, pool_size: int = 2, max_overflow: int = 8) -> PostgresDatastore:
+    """eventsourcing's datastore (a psycopg pool) for a ``postgresql://`` URL."""
+    try:
+        info = conninfo_to_dict(url)
+    except Exception as exc:
+        raise ConfigError(
+            f"store URL {redact_url(url)!r} is not a valid PostgreSQL URL: {exc}",
+            subject=redact_url(url),
+        ) from exc
+    dbname = str(info.get("dbname") or "")
+    if not dbname:
+        raise ConfigError(
+            f"store URL {redact_url(url)!r} names no database (postgresql://user@host/DBNAME)",
+            subject=redact_url(url),
+        )
+    return PostgresDatastore(
+        dbname,
+        str(info.get("host") or "127.0.0.1"),
+        str(info.get("port") or "5432"),
+        str(info.get("user") or "postgres"),
+        str(info.get("password") or ""),
+        connect_timeout=5,
+        pool_size=pool_size,
+        max_overflow=max_overflow,
+        lock_timeout=LOCK_TIMEOUT_S,
+        originator_id_type="text",
+    )
+
+
+@contextmanager
+def probe(location: str) -> Iterator[None]:
+    """Turn a failure to reach the server into a ``StoreError`` naming the store."""
+    try:
+        yield
+    except PersistenceError as exc:
+        raise StoreError(
+            f"could not reach the store at {location}: {str(exc).strip()}", subject=location
+        ) from exc
+
+
+class PgEventLog:
+    """The recorder's insert, run on the connection holding the engine's transaction."""
+
+    def __init__(self, recorder: PostgresApplicationRecorder) -> None:
+        self.recorder = recorder
+
+    def _insert_events(self, conn: Any, stored_events: Sequence[StoredEvent]) -> list[int]:
+        """Insert events (the table lock is already held); returns their notification ids."""
+        raw = cast(PgConnection, conn).raw
+        assert raw is not None, "events are inserted inside a transaction"
+        with raw.cursor() as curs:
+            self.recorder._insert_stored_events(curs, stored_events)
+            ids = self.recorder._fetch_ids_after_insert_events(curs, stored_events)
+        return list(ids or [])
+
+    def _delete_events(self, conn: Any, originator_id: str) -> int:
+        """Physically remove a stream's events; returns how many went."""
+        cur = cast(PgConnection, conn).execute(
+            "DELETE FROM events WHERE originator_id = ?", (originator_id,)
+        )
+        return cur.rowcount
+
+
+class PgStore:
+    """The event log and its projections in one PostgreSQL database."""
+
+    def __init__(self, url: str, *, clock: Callable[[], float] = time.time) -> None:
+        self.url = url
+        self.location = redact_url(url)
+        self.clock = clock
+        self.datastore = datastore_for(url)
+        self.projections = PgProjectionSet()
+        self.path = Path(self.location)
+        self._conn = PgConnection(self.datastore, on_close=self.close)
+        try:
+            with probe(self.location):
+                self.pg_recorder = PostgresApplicationRecorder(
+                    self.datastore, events_table_name=EVENTS_TABLE
+                )
+                ensure_schema(self.datastore, self.pg_recorder)
+        except BaseException:
+            self.datastore.close()
+            raise
+        self.recorder = PgEventLog(self.pg_recorder)
+
+    def connection(self) -> Any:
+        """The connection adapter the queries use (statements borrow pooled connections)."""
+        return self._conn
+
+    @contextmanager
+    def errors(self, doing: str) -> Iterator[None]:
+        """Translate persistence errors into the engine's own, naming the store."""
+        try:
+            yield
+        except IntegrityError as exc:
+            raise ConflictError(
+                f"a concurrent writer changed the session first ({exc}); reload and retry",
+                subject=str(exc),
+                expected=None,
+                actual=-1,
+            ) from exc
+        except OperationalError as exc:
+            text = str(exc)
+            if "busy" in text or "lock" in text:
+                raise StoreBusyError(
+                    f"{self.location} stayed locked by another writer for {LOCK_TIMEOUT_S} s;"
+                    " nothing was changed; try again",
+                    subject=self.location,
+                ) from exc
+            raise StoreError(
+                f"could not {doing} the store at {self.location}: {text.strip()}",
+                subject=self.location,
+            ) from exc
+        except PersistenceError as exc:
+            raise StoreError(
+                f"could not {doing} the store at {self.location}: {str(exc).strip()};"
+                " nothing was changed",
+                subject=self.location,
+            ) from exc
+
+    @contextmanager
+    def transaction(self) -> Iterator[Batch]:
+        """A serialized write transaction with a batch collecting the events to store."""
+        conn = self._conn
+        with self.errors("write"):
+            if conn.in_transaction:
+                with conn.transaction():
+                    batch = Batch(cast(Any, self), cast(Any, conn))
+                    yield batch
+                    batch.flush()
+                return
+            with conn.transaction() as raw:
+                with raw.cursor() as curs:
+                    for statement in self.pg_recorder.lock_table_statements:
+                        curs.execute(statement)
+                batch = Batch(cast(Any, self), cast(Any, conn))
+                yield batch
+                batch.flush()
+
+    def close(self) -> None:
+        """Close the pool."""
+        self.datastore.close()

@@ -1,0 +1,86 @@
+"""The ``hermes`` tokenizer outside SQLite, so PostgreSQL search splits text exactly as FTS5 does.
+
+Search must find the same messages on both backends. Rather than approximate SQLite's
+``unicode61`` rules (case folding, diacritics removal, which characters are token characters)
+with PostgreSQL's parser, the PostgreSQL backend runs the very same tokenizer: APSW exposes
+FTS5 tokenizers as callables, and this module keeps one per thread on a database-less APSW
+connection (``:memory:``, used only to host the tokenizer; it never stores anything).
+
+Tokens become a ``tsvector`` literal with positions (so phrases match as adjacent lexemes, like
+FTS5 phrases) and query terms become ``tsquery`` phrases (``a <-> b``, ``:*`` for a prefix).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+import apsw
+
+from hermes_es.projections.fts import TOKENIZER_NAME, register_tokenizer
+from hermes_es.queries.fts_query import parse_terms
+
+MAX_POSITION = 16383
+"""PostgreSQL's largest tsvector position; later tokens share it (see docs/postgres.md)."""
+
+_local = threading.local()
+
+
+def host() -> apsw.Connection:
+    """This thread's tokenizer host (an APSW connection with the ``hermes`` tokenizer)."""
+    conn: apsw.Connection | None = getattr(_local, "conn", None)
+    if conn is None:
+        conn = apsw.Connection(":memory:")
+        register_tokenizer(conn)
+        _local.conn = conn
+        _local.tokenizer = conn.fts5_tokenizer(TOKENIZER_NAME, [])
+    return conn
+
+
+def tokens(text: str, *, query: bool = False) -> list[str]:
+    """The tokens of ``text`` as the FTS5 index (or, with ``query``, a MATCH) sees them."""
+    host()
+    flags = apsw.FTS5_TOKENIZE_QUERY if query else apsw.FTS5_TOKENIZE_DOCUMENT
+    return [str(t[2]) for t in _local.tokenizer(text.encode("utf-8"), flags, None)]
+
+
+def _quote(lexeme: str) -> str:
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def tsvector_literal(text: str) -> str:
+    """The text's tokens with their positions, as a ``tsvector`` input string."""
+    positions: dict[str, list[int]] = {}
+    for i, token in enumerate(tokens(text), start=1):
+        positions.setdefault(token, []).append(min(i, MAX_POSITION))
+    return " ".join(f"{_quote(t)}:{','.join(map(str, p[:256]))}" for t, p in positions.items())
+
+
+def tsquery_text(user_query: str) -> str | None:
+    """A ``tsquery`` ANDing every term as a phrase, or None when nothing is searchable."""
+    parts: list[str] = []
+    for term in parse_terms(user_query):
+        words = tokens(term.text, query=True)
+        if not words:
+            continue
+        quoted = [_quote(w) for w in words]
+        if term.prefix:
+            quoted[-1] += ":*"
+        parts.append("(" + " <-> ".join(quoted) + ")" if len(quoted) > 1 else quoted[0])
+    return " & ".join(parts) if parts else None
+
+
+def substrings(user_query: str) -> Sequence[str]:
+    """Runs of query text every match must contain (for the trigram index), lower-cased.
+
+    Only CJK terms qualify: the tokenizer neither folds nor drops CJK characters, so a term
+    whose text is one unbroken CJK run appears verbatim in every message it matches.
+    """
+    from hermes_es.projections.fts import contains_cjk
+
+    out = []
+    for term in parse_terms(user_query):
+        text = term.text.strip()
+        if contains_cjk(text) and len(text) >= 3 and all(contains_cjk(ch) for ch in text):
+            out.append(text)
+    return out

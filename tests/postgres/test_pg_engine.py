@@ -1,0 +1,126 @@
+"""The engine and the CLI on a PostgreSQL store: writers, conflicts, read commands, maintenance."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+
+from hermes_es.cli.app import cli
+from hermes_es.commands.engine import SessionEngine
+from hermes_es.errors import ConflictError, StoreError
+from hermes_es.store.backend import STORE_URL_ENV
+from tests.commands.test_concurrency import run_writers
+
+
+def test_conflict_between_two_engines(pg_url: str) -> None:
+    """Two engines (two pools) on one database: the stale expected version is refused."""
+    with SessionEngine.open(pg_url) as first, SessionEngine.open(pg_url) as second:
+        sid = first.start_session("cli", cwd="")
+        version = second.get(sid).version
+        first.append_message(sid, "user", "winner", expected_version=version)
+        with pytest.raises(ConflictError):
+            second.append_message(sid, "user", "loser", expected_version=version)
+        assert second.get(sid).message_count == 1
+
+
+def test_writer_processes_lose_and_duplicate_nothing(pg_url: str) -> None:
+    """Three writer processes on one session and one of their own: every uid stored once,
+    sequence numbers contiguous, each writer's messages in its order, verify clean."""
+    with SessionEngine.open(pg_url) as engine:
+        shared, own = (engine.start_session("cli", cwd="") for _ in range(2))
+    plan = [("w1", shared), ("w2", shared), ("w3", shared), ("w4", own)]
+    count = 12
+    run_writers(pg_url, plan, count)  # type: ignore[arg-type]
+    with psycopg.connect(pg_url) as conn:
+        rows = conn.execute(
+            "SELECT session_id, seq, uid FROM messages ORDER BY session_id, seq"
+        ).fetchall()
+    uids = Counter(uid for _, _, uid in rows)
+    assert [u for u, n in uids.items() if n > 1] == []
+    per_writer = count + count // 4
+    for sid, writers in ((shared, 3), (own, 1)):
+        assert [seq for s, seq, _ in rows if s == sid] == list(range(writers * per_writer))
+    for name, sid in plan:
+        order = [
+            int(uid.split("-")[1])
+            for s, _, uid in rows
+            if s == sid and uid.startswith(f"{name}-") and not uid.endswith("-a")
+        ]
+        assert order == list(range(count))
+    with SessionEngine.open(pg_url) as engine:
+        assert [d.table for d in engine.backend.verify() if not d.equal] == []
+
+
+def _run(url: str, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["--store", url, *args], env={"HERMES_HOME": "/nonexistent"})
+    return result.exit_code, result.output
+
+
+def test_cli_read_and_maintenance_commands_on_postgres(pg_url: str) -> None:
+    """list, search, show, history, stats, rebuild-projections and verify work on a server
+    store."""
+    with SessionEngine.open(pg_url, actor="test") as eng:
+        sid = eng.start_session("cli", title="server side", cwd="/srv/app")
+        eng.append_message(sid, "user", "where is chat-send defined?")
+        eng.append_message(sid, "assistant", "in the gateway module")
+    code, out = _run(pg_url, "sessions", "list", "--json")
+    assert code == 0, out
+    assert [r["title"] for r in json.loads(out)] == ["server side"]
+    code, out = _run(pg_url, "sessions", "search", "chat-send", "--json")
+    assert code == 0, out
+    assert sid in out
+    code, out = _run(pg_url, "sessions", "show", sid)
+    assert code == 0, out
+    assert "gateway module" in out
+    code, out = _run(pg_url, "sessions", "history", sid)
+    assert code == 0, out
+    code, out = _run(pg_url, "sessions", "stats", "--json")
+    assert code == 0, out
+    stats = json.loads(out)
+    assert (stats["messages"], stats["events"], stats["path"]) == (2, 3, pg_url)
+    code, out = _run(pg_url, "sessions", "rebuild-projections", "--quiet")
+    assert (code, out.strip()) == (0, "rebuilt projections from 3 events")
+    code, out = _run(pg_url, "sessions", "verify", "--json")
+    assert code == 0, out
+    assert json.loads(out)["ok"] is True
+
+
+def test_cli_takes_the_url_from_the_environment(pg_url: str) -> None:
+    """$HERMES_STORE_URL names the server store for every command."""
+    with SessionEngine.open(pg_url, actor="test") as eng:
+        eng.start_session("cli", title="from env", cwd="")
+    result = CliRunner().invoke(
+        cli,
+        ["sessions", "list", "--json"],
+        env={"HERMES_HOME": "/nonexistent", STORE_URL_ENV: pg_url},
+    )
+    assert result.exit_code == 0, result.output
+    assert [r["title"] for r in json.loads(result.output)] == ["from env"]
+
+
+def test_cli_empty_database_is_no_sessions_yet(pg_url: str) -> None:
+    """A database without a hermes store is "no sessions yet" (exit 1), and stays empty."""
+    code, out = _run(pg_url, "sessions", "list")
+    assert code == 1
+    assert "no sessions yet" in out
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT to_regclass('events')").fetchone() == (None,)
+
+
+def test_unreachable_server_is_a_clean_error() -> None:
+    """A server that does not answer is exit 1 naming the store (password hidden), no traceback."""
+    code, out = _run("postgresql://bob:hunter2@127.0.0.1:1/x", "sessions", "list")
+    assert code == 1
+    assert "could not reach the store at postgresql://bob:***@127.0.0.1:1/x" in out
+    assert "hunter2" not in out
+    assert "Traceback" not in out
+
+
+def test_unreachable_server_on_the_python_api() -> None:
+    """``SessionEngine.open`` on a dead server raises StoreError naming the store."""
+    with pytest.raises(StoreError, match=r"127\.0\.0\.1:1"):
+        SessionEngine.open("postgresql://postgres@127.0.0.1:1/x")
