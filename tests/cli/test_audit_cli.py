@@ -16,6 +16,8 @@ from hermes_es.cli.app import cli
 from hermes_es.commands.engine import SessionEngine
 from hermes_es.projections.catalog import connect
 
+pytestmark = pytest.mark.sqlite_only  # the CLI runs on $HERMES_HOME's state.db
+
 SID = "20240305_091523_a1b2c3"
 OTHER = "20240305_091523_a1ffff"
 

@@ -25,10 +25,11 @@ def rows(engine: SessionEngine, sql: str, *params: object) -> list[tuple[object,
     return [tuple(r) for r in engine.store.connection().execute(sql, params).fetchall()]
 
 
-def assert_verified(db: Path) -> None:
-    """Live projections equal a fresh replay of the log, table by table."""
-    bad = [d for d in verify(db) if not d.equal]
-    assert bad == []
+def assert_verified(store: SessionEngine | Path) -> None:
+    """Live projections equal a fresh replay of the log, table by table (either backend)."""
+    diffs = store.backend.verify() if isinstance(store, SessionEngine) else verify(store)
+    assert diffs
+    assert [d for d in diffs if not d.equal] == []
 
 
 TOOL_TURN: list[dict[str, Any]] = [
@@ -103,7 +104,7 @@ def test_start_session_refuses_invalid_id_and_stores_nothing(
     assert repr(bad) in info.value.message
     assert event_count(engine) == 0
     assert rows(engine, "SELECT COUNT(*) FROM sessions") == [(0,)]
-    assert_verified(home / "state.db")
+    assert_verified(engine)
 
 
 def test_append_message_and_turn_assign_contiguous_seqs(engine: SessionEngine) -> None:
@@ -226,7 +227,7 @@ def test_rewind_and_rewind_turns(engine: SessionEngine, home: Path) -> None:
         engine.rewind_turns(sid, 5)
     assert engine.rewind_turns(sid, 1) == [0, 1]
     assert engine.get(sid).active == []
-    assert_verified(home / "state.db")
+    assert_verified(engine)
 
 
 def test_edit_replaces_in_place(engine: SessionEngine) -> None:
@@ -264,7 +265,7 @@ def test_compact_and_continue(engine: SessionEngine, home: Path) -> None:
     assert engine.stored_prompt(child) == "be brief"
     with pytest.raises(InvariantError, match="already continues"):
         engine.continue_session(sid, [])
-    assert_verified(home / "state.db")
+    assert_verified(engine)
 
 
 def test_curation_flags(engine: SessionEngine) -> None:

@@ -24,9 +24,10 @@ B = "20240101_120000_aabbbb"
 def snapshot(engine: SessionEngine) -> tuple[int, int, int, int]:
     """Row counts of the log, sessions, messages and the FTS index."""
     conn = engine.store.connection()
+    index = "messages_fts_docsize" if engine.backend.kind == "sqlite" else "messages_fts"
     return tuple(  # type: ignore[return-value]
         int(conn.execute(f"SELECT COUNT(*) FROM {t}").fetchall()[0][0])
-        for t in ("events", "sessions", "messages", "messages_fts_docsize")
+        for t in ("events", "sessions", "messages", index)
     )
 
 

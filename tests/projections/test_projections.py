@@ -6,7 +6,6 @@ import apsw
 import pytest
 
 from hermes_es.commands.engine import SessionEngine
-from hermes_es.projections.rebuild import verify
 from hermes_es.queries.resolve import by_title, chain_tip, resolve_session
 from hermes_es.queries.snippets import SNIPPET_CLOSE, SNIPPET_OPEN
 from hermes_es.queries.transcript import messages_of
@@ -30,7 +29,9 @@ def talk(engine: SessionEngine, sid: str, n: int) -> None:
 
 def assert_verified(engine: SessionEngine) -> None:
     """Live projections equal a fresh replay of the log."""
-    assert [d.table for d in verify(engine.db_path) if not d.equal] == []
+    diffs = engine.backend.verify()
+    assert diffs
+    assert [d.table for d in diffs if not d.equal] == []
 
 
 # -- display order -------------------------------------------------------------------------------
