@@ -1,13 +1,13 @@
 """The read models in PostgreSQL tables: the same projectors, with PostgreSQL's DDL and upserts.
 
-Each projector keeps the SQLite projector's logic (what an event changes) and replaces only
-what has no common spelling: column types (``double precision`` for times, ``bigint`` ids,
-``bytea`` heads), ``INSERT OR IGNORE``/``OR REPLACE`` (``ON CONFLICT``), the case-insensitive
-unique title index, and the full-text index (``search.py``).
+Each projector keeps the SQLite projector's logic (what an event changes), its column list and
+its indexes, and replaces only what has no common spelling: column type names (``pg_ddl``),
+``INSERT OR IGNORE``/``OR REPLACE`` (``ON CONFLICT``), and the full-text index (``search.py``).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from hermes_es import events as ev
@@ -20,71 +20,51 @@ from hermes_es.projections.receipts import ReceiptsProjector
 from hermes_es.projections.sessions import SessionsProjector
 from hermes_es.store.postgres.search import PgSearchProjector
 
+_TYPES = re.compile(r"\b(INTEGER|REAL|BLOB)\b|\s+WITHOUT ROWID\b")
+_PG_TYPES = {"INTEGER": "BIGINT", "REAL": "DOUBLE PRECISION", "BLOB": "BYTEA"}
+
+
+def pg_ddl(statements: list[str]) -> list[str]:
+    """SQLite table DDL in PostgreSQL's spelling.
+
+    The projectors own their column lists (others add columns); only the type names differ:
+    ``INTEGER`` is ``BIGINT`` (ids are ``position * 4096 + index``), ``REAL`` is ``DOUBLE
+    PRECISION`` (PostgreSQL's ``real`` is four bytes), ``BLOB`` is ``BYTEA``, and tables have no
+    ``WITHOUT ROWID``. ``COLLATE NOCASE`` needs nothing: it names the ``nocase`` ICU collation
+    the schema creates.
+    """
+    return [_TYPES.sub(lambda m: _PG_TYPES.get(m.group(1) or "", ""), s) for s in statements]
+
 
 class PgSessionsProjector(SessionsProjector):
-    """``sessions`` with PostgreSQL column types."""
+    """``sessions`` in PostgreSQL types, plus an index for newest-first lists."""
 
     def schema(self) -> list[str]:
-        """One row per session; ``head`` is the encoded folded state."""
-        p = self.p
-        return [
-            f"CREATE TABLE IF NOT EXISTS {p}sessions ("
-            " id TEXT PRIMARY KEY, source TEXT NOT NULL, profile TEXT NOT NULL,"
-            " user_id TEXT NOT NULL, model TEXT NOT NULL, reasoning TEXT NOT NULL,"
-            " title TEXT NOT NULL, title_kind TEXT NOT NULL, parent_id TEXT NOT NULL,"
-            " parent_kind TEXT NOT NULL, root_id TEXT NOT NULL, cwd TEXT NOT NULL,"
-            " workspace_key TEXT NOT NULL, started_at DOUBLE PRECISION NOT NULL,"
-            " last_active DOUBLE PRECISION NOT NULL, ended BIGINT NOT NULL,"
-            " end_reason TEXT NOT NULL, archived TEXT NOT NULL, pinned BIGINT NOT NULL,"
-            " hidden BIGINT NOT NULL, message_count BIGINT NOT NULL,"
-            " active_count BIGINT NOT NULL, compacted_count BIGINT NOT NULL,"
-            " imported_count BIGINT NOT NULL, tokens_in BIGINT NOT NULL,"
-            " tokens_out BIGINT NOT NULL, version BIGINT NOT NULL,"
-            " display_version BIGINT NOT NULL, prompt_hash TEXT NOT NULL,"
-            " prompt_version BIGINT NOT NULL, refresh_pending BIGINT NOT NULL,"
-            " tools TEXT, continued_into TEXT NOT NULL, imported_from TEXT NOT NULL,"
-            " preview TEXT NOT NULL, head BYTEA NOT NULL)",
-        ]
+        """The SQLite table in PostgreSQL types."""
+        return pg_ddl(super().schema())
 
     def indexes(self) -> list[str]:
-        """Unique titles ignoring case (ICU collation ``nocase``), roots, parents, workspaces."""
+        """The SQLite indexes (unique titles through the ``nocase`` collation) and recency."""
         return [
-            "CREATE UNIQUE INDEX IF NOT EXISTS sessions_title ON sessions (title COLLATE nocase)"
-            " WHERE title <> ''",
-            "CREATE INDEX IF NOT EXISTS sessions_root ON sessions (root_id)",
-            "CREATE INDEX IF NOT EXISTS sessions_parent ON sessions (parent_id)",
-            "CREATE INDEX IF NOT EXISTS sessions_workspace ON sessions (workspace_key)",
+            *super().indexes(),
             "CREATE INDEX IF NOT EXISTS sessions_active ON sessions (last_active DESC, id DESC)",
         ]
 
 
 class PgMessagesProjector(MessagesProjector):
-    """``messages`` with PostgreSQL column types."""
+    """``messages`` in PostgreSQL types."""
 
     def schema(self) -> list[str]:
-        """Every message ever stored (indexes come separately, after bulk loads)."""
-        return [
-            f"CREATE TABLE IF NOT EXISTS {self.table} ("
-            " id BIGINT PRIMARY KEY, session_id TEXT NOT NULL, seq BIGINT NOT NULL,"
-            " ord DOUBLE PRECISION NOT NULL, uid TEXT NOT NULL, role TEXT NOT NULL,"
-            " content TEXT NOT NULL, parts TEXT, tool_calls TEXT, tool_call_id TEXT,"
-            " tool_name TEXT, reasoning TEXT, tokens_in BIGINT NOT NULL,"
-            " tokens_out BIGINT NOT NULL, media TEXT, finish_reason TEXT,"
-            " at DOUBLE PRECISION NOT NULL, state TEXT NOT NULL, imported BIGINT NOT NULL,"
-            " version BIGINT NOT NULL)"
-        ]
+        """The SQLite table in PostgreSQL types."""
+        return pg_ddl(super().schema())
 
 
 class PgLineageProjector(LineageProjector):
     """``lineage`` with an ``ON CONFLICT`` upsert."""
 
     def schema(self) -> list[str]:
-        """One edge per child."""
-        return [
-            f"CREATE TABLE IF NOT EXISTS {self.table} ("
-            " child_id TEXT PRIMARY KEY, parent_id TEXT NOT NULL, kind TEXT NOT NULL,"
-            " at DOUBLE PRECISION NOT NULL)"
-        ]
+        """The SQLite table in PostgreSQL types."""
+        return pg_ddl(super().schema())
 
     def apply(self, conn: Any, change: Change) -> None:
         """Record the edge a child's start names."""
@@ -102,11 +82,8 @@ class PgPromptsProjector(PromptsProjector):
     """``prompts`` with ``ON CONFLICT DO NOTHING``."""
 
     def schema(self) -> list[str]:
-        """Prompt texts by hash."""
-        return [
-            f"CREATE TABLE IF NOT EXISTS {self.table} ("
-            " sha256 TEXT PRIMARY KEY, text TEXT NOT NULL, stored_at DOUBLE PRECISION NOT NULL)"
-        ]
+        """The SQLite table in PostgreSQL types."""
+        return pg_ddl(super().schema())
 
     def apply(self, conn: Any, change: Change) -> None:
         """Store a prompt text the first time it is seen."""
@@ -120,16 +97,11 @@ class PgPromptsProjector(PromptsProjector):
 
 
 class PgReceiptsProjector(ReceiptsProjector):
-    """``deletions`` with PostgreSQL column types."""
+    """``deletions`` in PostgreSQL types."""
 
     def schema(self) -> list[str]:
-        """One row per delete."""
-        return [
-            f"CREATE TABLE IF NOT EXISTS {self.table} ("
-            " position BIGINT PRIMARY KEY, session_id TEXT NOT NULL,"
-            " deleted_at DOUBLE PRECISION NOT NULL, actor TEXT NOT NULL, events BIGINT NOT NULL,"
-            " messages BIGINT NOT NULL, digest TEXT NOT NULL, reason TEXT NOT NULL)"
-        ]
+        """The SQLite table in PostgreSQL types."""
+        return pg_ddl(super().schema())
 
 
 class PgProjectionSet(ProjectionSet):

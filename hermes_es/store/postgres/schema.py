@@ -15,8 +15,15 @@ from typing import Any
 
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 
-SCHEMA_VERSION = 1
-"""Layout of the PostgreSQL projections."""
+PG_LAYOUT = 1
+"""Layout of what only the PostgreSQL backend adds (types, search tables)."""
+
+
+def layout() -> str:
+    """The projection layout: the shared projectors' version and the PostgreSQL one."""
+    from hermes_es.projections.catalog import SCHEMA_VERSION
+
+    return f"{SCHEMA_VERSION}.{PG_LAYOUT}"
 
 ADVISORY_LOCK = 0x4E524D45
 """``pg_advisory_xact_lock`` key serializing schema creation between processes."""
@@ -58,7 +65,7 @@ def ensure_schema(datastore: PostgresDatastore, recorder: PostgresApplicationRec
             row = curs.execute(
                 "SELECT value FROM hermes_meta WHERE key = 'schema_version'"
             ).fetchone()
-            if row is not None and int(row["value"]) == SCHEMA_VERSION:
+            if row is not None and row["value"] == layout():
                 datastore.register_type_adapters()
                 return
     conn = PgConnection(datastore)
@@ -77,8 +84,8 @@ def ensure_schema(datastore: PostgresDatastore, recorder: PostgresApplicationRec
             curs.execute(statement)
         curs.execute(EVENTS_ID_COLUMN)
         row = curs.execute("SELECT value FROM hermes_meta WHERE key = 'schema_version'").fetchone()
-        version = int(row["value"]) if row is not None else 0
-        if version != SCHEMA_VERSION:
+        version = str(row["value"]) if row is not None else ""
+        if version != layout():
             live = PgProjectionSet()
             if version:
                 for table in live.tables():
@@ -91,6 +98,6 @@ def ensure_schema(datastore: PostgresDatastore, recorder: PostgresApplicationRec
             curs.execute(
                 "INSERT INTO hermes_meta (key, value) VALUES ('schema_version', %s)"
                 " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (str(SCHEMA_VERSION),),
+                (layout(),),
             )
     datastore.register_type_adapters()
