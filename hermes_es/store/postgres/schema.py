@@ -25,6 +25,7 @@ def layout() -> str:
 
     return f"{SCHEMA_VERSION}.{PG_LAYOUT}"
 
+
 ADVISORY_LOCK = 0x4E524D45
 """``pg_advisory_xact_lock`` key serializing schema creation between processes."""
 
