@@ -371,8 +371,10 @@ def import_history(
     at: float,
     actor: str = "",
     chunk: int = 2000,
+    live: bool = False,
 ) -> list[ev.Event]:
-    """Decide restoring rows as archived history, in chunks of at most ``chunk`` messages."""
+    """Decide restoring rows as archived history (or, ``live``, as the session's continuing
+    conversation), in chunks of at most ``chunk`` messages."""
     _require_live(state)
     if len(messages) != len(states):
         raise ValidationError("every imported message needs a state")
@@ -391,6 +393,7 @@ def import_history(
                 messages=renumbered[i : i + chunk],
                 states=list(states[i : i + chunk]),
                 origin=origin,
+                live=live,
             )
         )
     return out

@@ -184,9 +184,15 @@ def apply(state: SessionState, event: ev.Event, version: int) -> SessionState:
         state.last_active = event.at
     elif isinstance(event, ev.HistoryImported):
         state.message_count += len(event.messages)
-        state.imported_count += len(event.messages)
-        for message in event.messages:
+        if not event.live:
+            state.imported_count += len(event.messages)
+        for message, row_state in zip(event.messages, event.states, strict=False):
             _preview(state, message)
+            if event.live and row_state == "active":
+                _add_active(state, message.seq)
+                _track_tools(state, message)
+            elif event.live and row_state == "compacted":
+                state.compacted_count += 1
         if event.messages:
             state.next_seq = max(state.next_seq, event.messages[-1].seq + 1)
             state.last_active = max(state.last_active, event.messages[-1].at)

@@ -239,6 +239,7 @@ def import_cmd(
             )
         if as_json:
             echo_json(report)
+            _fail_over_cap(report.over_cap, cap)
             return
         counts = report.source_counts
         if counts is not None:
@@ -249,10 +250,12 @@ def import_cmd(
             )
         click.echo(
             f"Imported {report.imported_sessions} sessions, {report.imported_messages} messages; "
+            f"{len(report.updated_sessions)} brought up to date; "
             f"{len(report.already_present)} already present"
         )
         for line in report.skipped:
             click.echo(f"skipped: {line}")
+        _fail_over_cap(report.over_cap, cap)
         return
     from hermes_es.commands.importing import import_backups
 
@@ -277,3 +280,16 @@ def import_cmd(
     for c in result.conflicts:
         line = f"skipped (conflict): {c.where}: session {c.session_id}: {c.reason}"
         click.echo(_CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", line))
+
+
+def _fail_over_cap(over_cap: list[str], cap: int) -> None:
+    """Exit 1 naming the sessions a migration left out for exceeding the import cap."""
+    if over_cap:
+        from hermes_es.errors import GuardError
+
+        raise GuardError(
+            f"{len(over_cap)} session(s) exceed sessions.max_import_messages = {cap} and were "
+            f"not imported: {', '.join(over_cap)} (raise the cap, or set it to 0, and run the "
+            "migration again)",
+            subject=over_cap[0],
+        )

@@ -101,6 +101,18 @@ class TokenUsageRecorded(Event, frozen=True, kw_only=True):
     """Completion tokens."""
     model: str = ""
     """Model that billed them."""
+    cache_read_tokens: int = 0
+    """Prompt-cache read tokens."""
+    cache_write_tokens: int = 0
+    """Prompt-cache write tokens."""
+    reasoning_tokens: int = 0
+    """Reasoning tokens."""
+    api_calls: int = 0
+    """Model API calls made."""
+    estimated_cost_usd: float | None = None
+    """Estimated cost in USD, when the source recorded one."""
+    actual_cost_usd: float | None = None
+    """Billed cost in USD, when the provider reported one."""
 
 
 @register
@@ -147,3 +159,7 @@ class HistoryImported(Event, frozen=True, kw_only=True):
     """Per message: the state it had in the source (active, compacted, rewound, edited)."""
     origin: str = ""
     """Where the rows came from (file path or ``hermes-db:<path>``)."""
+    live: bool = False
+    """The rows continue as the session's own conversation (a migrated Hermes store): its
+    ``active`` rows are live model context, like appended messages. False (a backup): every
+    row is archived history, shown and searchable, never context."""

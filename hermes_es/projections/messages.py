@@ -118,10 +118,11 @@ class MessagesProjector:
         elif isinstance(e, ev.CompactedInPlace):
             self._compact(conn, change, e)
         elif isinstance(e, ev.HistoryImported):
+            imported = 0 if e.live else 1
             conn.executemany(
                 self._insert,
                 [
-                    message_row(change, i, m, float(m.seq), st, 1)
+                    message_row(change, i, m, float(m.seq), st, imported)
                     for i, (m, st) in enumerate(zip(e.messages, e.states, strict=True))
                 ],
             )

@@ -147,6 +147,20 @@ def test_import_from_hermes_db(tmp_path: Path) -> None:
     assert "skipped:" in result.stdout
 
 
+def test_import_from_hermes_db_over_the_cap_exits_1_naming_it(tmp_path: Path) -> None:
+    """A session over sessions.max_import_messages fails the run (exit 1, named), the rest land."""
+    src = tmp_path / "src" / "state.db"
+    src.parent.mkdir()
+    build(src)
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    (fresh / "config.yaml").write_text("sessions:\n  max_import_messages: 2\n")
+    result = run(fresh, "sessions", "import", "--from-hermes-db", str(src))
+    assert result.returncode == 1
+    assert "Imported 2 sessions" in result.stdout
+    assert "not imported: root" in result.stderr and "Traceback" not in result.stderr
+
+
 def test_import_needs_files_or_hermes_db(home: Path) -> None:
     """Import with neither (or both) sources is a usage error."""
     result = invoke(home, "sessions", "import")

@@ -86,7 +86,9 @@ def test_migration_turns_every_session_into_events(tmp_path: Path) -> None:
         "active",
     ]
     assert rows[1].tool_calls == [{"id": "call_1", "name": "terminal", "arguments": "{}"}]
-    assert messages_of(engine.store.connection(), "root", scope="context") == []
+    # a live conversation: its active rows are the model context, in their order
+    context = messages_of(engine.store.connection(), "root", scope="context")
+    assert [r.seq for r in context] == [r.seq for r in rows if r.state == "active"]
 
 
 def test_migration_never_writes_the_source(tmp_path: Path) -> None:
@@ -130,5 +132,5 @@ def test_migration_guard_skips_oversized_sessions(tmp_path: Path) -> None:
     build(src)
     engine = open_engine(tmp_path / "home")
     report = import_hermes_db(engine.store, src, max_messages=2)
-    assert report.imported_sessions == 2
+    assert report.imported_sessions == 2 and report.over_cap == ["root"]
     assert any("session root: 6 messages exceed" in s for s in report.skipped)
