@@ -117,6 +117,7 @@ def check_store(db_path: Path, *, full: bool = False) -> list[Finding]:
             lambda: _events(conn, full),
             lambda: _fts(db_path),
             lambda: _prompts(conn),
+            lambda: _leftovers(conn, db_path),
         ]
         findings = [f for check in checks for f in _guarded(check)]
     finally:
@@ -124,6 +125,41 @@ def check_store(db_path: Path, *, full: bool = False) -> list[Finding]:
     if full:
         findings.extend(_guarded(lambda: _verify(db_path)))
     return [*findings, _scrub(db_path), wal, _holders(db_path)]
+
+
+def _leftovers(conn: apsw.Connection, db_path: Path) -> Iterator[Finding]:
+    """Tables or scratch files an interrupted rebuild or verify left (copies of text)."""
+    from hermes_es.projections.leftovers import (
+        leftover_tables,
+        rebuild_running,
+        stale_scratch_files,
+    )
+
+    tables = leftover_tables(conn)
+    files = stale_scratch_files(db_path)
+    if not tables and not files:
+        return
+    if tables and rebuild_running(db_path):
+        yield Finding(
+            check="store.leftovers",
+            level="info",
+            message=f"a rebuild-projections is running ({len(tables)} tables being built)",
+        )
+        tables = []
+    if tables or files:
+        what = []
+        if tables:
+            what.append(f"{len(tables)} rebuild_* table(s)")
+        if files:
+            what.append(f"{len(files)} .verify-* scratch file(s)")
+        yield Finding(
+            check="store.leftovers",
+            level="warning",
+            message=f"an interrupted rebuild or verify left {' and '.join(what)} holding "
+            "copies of session text",
+            fix="run any hermes command that writes (e.g. 'hermes sessions optimize'): the "
+            "store removes them, zeroed, when it is next opened for writing",
+        )
 
 
 def _scrub(db_path: Path) -> Finding:

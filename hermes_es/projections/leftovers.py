@@ -52,7 +52,8 @@ def rebuild_lock(db_path: Path | str) -> Iterator[None]:
         os.close(fd)
 
 
-def _rebuild_running(db_path: Path) -> bool:
+def rebuild_running(db_path: Path) -> bool:
+    """True while another process holds the rebuild lock (or when that cannot be told)."""
     try:
         fd = os.open(lock_path(db_path), os.O_RDWR)
     except FileNotFoundError:
@@ -78,17 +79,46 @@ def leftover_tables(conn: apsw.Connection, schema: str = "main") -> list[str]:
     return [str(r[0]) for r in rows]
 
 
+SHM_DMS_BYTE = 128
+"""Offset of the -shm "dead man switch" byte: every open WAL connection holds a read lock on it."""
+
+
+def _in_use(scratch: Path) -> bool:
+    """True while some process still has this scratch database open (its -shm is locked)."""
+    shm = scratch.with_name(scratch.name + "-shm")
+    try:
+        fd = os.open(shm, os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, SHM_DMS_BYTE)
+    except OSError:
+        return True
+    else:
+        fcntl.lockf(fd, fcntl.LOCK_UN, 1, SHM_DMS_BYTE)
+        return False
+    finally:
+        os.close(fd)
+
+
 def stale_scratch_files(db_path: Path) -> list[Path]:
-    """``.verify-*.db`` scratch files (and their -wal/-shm/-journal) an older verify left."""
+    """``.verify-*.db`` scratch files (and their -wal/-shm/-journal) an older verify left.
+
+    A scratch database some process still has open (an older hermes's verify running now) is
+    not stale, nor is the file being opened itself.
+    """
     try:
         names = os.listdir(db_path.parent)
     except OSError:
         return []
-    return [
+    found = [
         db_path.parent / n
         for n in names
         if n.startswith(VERIFY_SCRATCH_PREFIX) and ".db" in n and not n.endswith(".tmp")
     ]
+    bases = {p.with_name(p.name.split(".db", 1)[0] + ".db") for p in found}
+    live = {b for b in bases if b.name == db_path.name or _in_use(b)}
+    return [p for p in found if p.with_name(p.name.split(".db", 1)[0] + ".db") not in live]
 
 
 def _shred(path: Path) -> None:
@@ -133,7 +163,7 @@ def clean_leftovers(conn: apsw.Connection) -> bool:
         _shred(path)
         removed = True
     tables = leftover_tables(conn)
-    if tables and not conn.in_transaction and not _rebuild_running(db_path):
+    if tables and not conn.in_transaction and not rebuild_running(db_path):
         drop_tables(conn, tables)
         removed = True
     if removed:

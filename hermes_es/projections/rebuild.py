@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -289,15 +290,18 @@ def _compare_index(conn: apsw.Connection) -> TableDiff:
     try:
         rows = conn.execute(f"PRAGMA {LIVE}.integrity_check(messages_fts)").fetchall()
         ok = [str(r[0]) for r in rows] == ["ok"]
-        sums = []
-        for table in ("temp.live_vocab", "temp.new_vocab"):
-            digest = hashlib.sha256()
-            n = 0
-            for row in conn.execute(f"SELECT term, doc, col, offset FROM {table}"):
-                digest.update(repr(row).encode())
-                n += 1
-            sums.append((n, digest.hexdigest()))
-        return TableDiff("messages_fts", sums[0][0], sums[1][0], ok and sums[0][1] == sums[1][1])
+        # Both vocabularies list instances in (term, doc, col, offset) order: walk them side
+        # by side (a second cursor on the same connection reads the same snapshot).
+        query = "SELECT term, doc, col, offset FROM {}"
+        live = conn.cursor().execute(query.format("temp.live_vocab"))
+        new = conn.cursor().execute(query.format("temp.new_vocab"))
+        live_n = new_n = 0
+        same = True
+        for a, b in itertools.zip_longest(live, new):
+            live_n += a is not None
+            new_n += b is not None
+            same = same and a == b
+        return TableDiff("messages_fts", live_n, new_n, ok and same)
     finally:
         conn.execute("DROP TABLE IF EXISTS temp.live_vocab")
         conn.execute("DROP TABLE IF EXISTS temp.new_vocab")

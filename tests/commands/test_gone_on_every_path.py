@@ -121,6 +121,9 @@ def test_killed_rebuild_is_cleaned_and_scrubbed_on_next_open(tmp_path: Path) -> 
         assert left.fetchall(), "the killed rebuild left no tables: the test proves nothing"
     finally:
         probe.close()
+    doctor = hermes(tmp_path, "doctor", "--json")
+    rows = {r["check"]: r for r in json.loads(doctor.stdout)["findings"]}
+    assert rows["store.leftovers"]["level"] == "warning"
     with SessionEngine.open(tmp_path) as engine:
         conn = engine.store.connection()
         assert (
