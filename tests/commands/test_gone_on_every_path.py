@@ -277,3 +277,39 @@ def test_verified_delete_under_a_reader_says_so_and_finishes_when_it_leaves(
     doctor = hermes(home, "doctor", "--json")
     rows = {r["check"]: r for r in json.loads(doctor.stdout)["findings"]}
     assert rows["store.scrub"]["level"] == "ok"
+
+
+HOLDER = """
+import sys, apsw
+conn = apsw.Connection(sys.argv[1])
+conn.execute("PRAGMA journal_mode=WAL")
+conn.execute("CREATE TABLE IF NOT EXISTS t (x)")
+conn.execute("INSERT INTO t VALUES ('scratch in use')")
+print("open", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_scratch_file_another_process_has_open_is_left_alone(tmp_path: Path) -> None:
+    """A .verify-*.db that a running (older) verify still has open is not shredded."""
+    SessionEngine.open(tmp_path).close()
+    busy = tmp_path / ".verify-busy.db"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(busy)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
+        SessionEngine.open(tmp_path).close()
+        assert busy.exists()
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.write("\n")
+        holder.stdin.close()
+        holder.wait(timeout=30)
+        assert holder.stdout is not None
+        holder.stdout.close()
+    SessionEngine.open(tmp_path).close()
+    assert not busy.exists()
