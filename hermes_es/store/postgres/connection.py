@@ -81,6 +81,8 @@ class PgCursor:
 class PgConnection:
     """One thread's view of the database (see the module docstring)."""
 
+    backend = "postgresql"
+
     def __init__(
         self, datastore: PostgresDatastore, *, on_close: Callable[[], None] | None = None
     ) -> None:

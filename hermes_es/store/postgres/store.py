@@ -10,12 +10,14 @@ wait for it (``EXCLUSIVE`` lets ``SELECT`` through).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
+import psycopg
 from eventsourcing.persistence import (
     IntegrityError,
     OperationalError,
@@ -31,6 +33,10 @@ from hermes_es.store.backend import redact_url
 from hermes_es.store.postgres.connection import PgConnection
 from hermes_es.store.postgres.projections import PgProjectionSet
 from hermes_es.store.postgres.schema import EVENTS_TABLE, ensure_schema
+
+SCRUB_TABLES = ("events", "messages", "messages_fts", "sessions", "lineage", "prompts")
+"""Tables a delete removes rows from (``deletions`` only gains a receipt)."""
+SCRUB_LOCK_TIMEOUT = "2s"
 
 LOCK_TIMEOUT_S = 30
 """How long a writer waits for another writer's lock (seconds), like SQLite's busy timeout."""
@@ -174,6 +180,33 @@ class PgStore:
                 batch = Batch(cast(Any, self), cast(Any, conn))
                 yield batch
                 batch.flush()
+
+    def scrub_after_delete(self) -> bool:
+        """After a committed delete: rewrite the touched tables so no deleted text stays in them.
+
+        ``VACUUM FULL`` writes each table (and its TOAST table and indexes) into new files and
+        unlinks the old ones, so the bytes of deleted rows leave the table files; a
+        ``CHECKPOINT`` then flushes the new files. It needs each table's exclusive lock for a
+        moment: when another session holds one longer than ``SCRUB_LOCK_TIMEOUT``, or the role
+        may not checkpoint, this returns False (the delete itself has committed) and the next
+        delete, or an operator's ``VACUUM FULL``, finishes the job. WAL segments, archives,
+        replicas and backups still hold what they held: see docs/postgres.md.
+        """
+        tables = ", ".join(SCRUB_TABLES)
+        try:
+            with self.datastore.get_connection() as conn:
+                conn.execute(f"SET lock_timeout = '{SCRUB_LOCK_TIMEOUT}'")
+                try:
+                    conn.execute(f"VACUUM (FULL) {tables}")
+                finally:
+                    conn.execute("RESET lock_timeout")
+                # Flushes the rewritten files and unlinks the old (already truncated) ones;
+                # a role without the right to checkpoint leaves that to the next checkpoint.
+                with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
+                    conn.execute("CHECKPOINT")
+        except (PersistenceError, psycopg.Error):
+            return False
+        return True
 
     def close(self) -> None:
         """Close the pool."""

@@ -1,0 +1,92 @@
+"""Physical delete on PostgreSQL: rows, index entries and the bytes in the table files go."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import psycopg
+from click.testing import CliRunner
+
+from hermes_es.cli.app import cli
+from hermes_es.commands.delete import delete_session
+from hermes_es.commands.engine import SessionEngine
+from tests.pg_server import PgServer
+
+SECRET = "zebra-marmalade-4711"
+KEPT = "quokka-lighthouse-0815"
+
+
+def _database_files(server: PgServer, url: str) -> list[Path]:
+    """Every file of the test's database (heap, TOAST, indexes, free space maps)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
+        row = conn.execute("SELECT oid FROM pg_database WHERE datname = current_database()")
+        oid = row.fetchone()[0]  # type: ignore[index]
+    return sorted((server.data / "base" / str(oid)).iterdir())
+
+
+def _files_holding(server: PgServer, url: str, text: str) -> list[str]:
+    needle = text.encode()
+    return [p.name for p in _database_files(server, url) if needle in p.read_bytes()]
+
+
+def _seed(url: str) -> tuple[str, str]:
+    with SessionEngine.open(url, actor="test") as eng:
+        doomed = eng.start_session("cli", title="to delete", cwd="", system_prompt=f"sys {SECRET}")
+        for i in range(20):
+            eng.append_message(doomed, "user", f"message {i}: {SECRET} " + "x" * 200)
+        kept = eng.start_session("cli", cwd="")
+        eng.append_message(kept, "user", f"keep this {KEPT}")
+    return doomed, kept
+
+
+def test_delete_leaves_no_trace_in_the_table_files(pg_server: PgServer, pg_url: str) -> None:
+    """After a delete the secret is in no file of the database (checked after a checkpoint),
+    while the other session's text still is; rows, index entries and the prompt are gone."""
+    doomed, kept = _seed(pg_url)
+    assert _files_holding(pg_server, pg_url, SECRET)  # the scan can see text
+    with SessionEngine.open(pg_url, actor="test") as eng:
+        done = delete_session(eng.store, doomed, actor="test")
+        assert [(d.session_id, d.messages, d.scrubbed) for d in done] == [(doomed, 20, True)]
+        assert eng.search(SECRET) == []
+        assert [h.session_id for h in eng.search(KEPT)] == [kept]
+        assert [d.table for d in eng.backend.verify() if not d.equal] == []
+    assert _files_holding(pg_server, pg_url, SECRET) == []
+    assert _files_holding(pg_server, pg_url, KEPT)
+    with psycopg.connect(pg_url) as conn:
+        for table, column in (("events", "originator_id"), ("messages", "session_id")):
+            count = conn.execute(f"SELECT COUNT(*) FROM {table} WHERE {column} = %s", (doomed,))
+            assert count.fetchone() == (0,)
+        assert conn.execute("SELECT COUNT(*) FROM prompts").fetchone() == (0,)
+        receipt = conn.execute(
+            "SELECT session_id, messages FROM deletions WHERE session_id = %s", (doomed,)
+        ).fetchall()
+        assert receipt == [(doomed, 20)]
+
+
+def test_cli_delete_on_postgres(pg_server: PgServer, pg_url: str) -> None:
+    """``hermes sessions delete --yes`` on a server store deletes and leaves the receipt."""
+    doomed, _ = _seed(pg_url)
+    runner = CliRunner()
+    env = {"HERMES_HOME": str(pg_server.root / "home")}
+    result = runner.invoke(cli, ["--store", pg_url, "sessions", "delete", doomed, "--yes"], env=env)
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(
+        cli, ["--store", pg_url, "sessions", "history", doomed, "--json"], env=env
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)
+    assert _files_holding(pg_server, pg_url, SECRET) == []
+
+
+def test_a_lock_held_elsewhere_leaves_the_scrub_pending(pg_url: str) -> None:
+    """When another session holds a table lock, the delete commits and reports scrubbed=False."""
+    doomed, _ = _seed(pg_url)
+    with psycopg.connect(pg_url) as blocker, SessionEngine.open(pg_url, actor="t") as eng:
+        blocker.execute("SELECT COUNT(*) FROM sessions")  # holds ACCESS SHARE until rollback
+        done = delete_session(eng.store, doomed, actor="test")
+        blocker.rollback()
+        assert [d.scrubbed for d in done] == [False]
+        assert eng.search(SECRET) == []
+        assert eng.store.scrub_after_delete() is True  # type: ignore[attr-defined]
