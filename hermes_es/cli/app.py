@@ -19,6 +19,7 @@ SESSIONS_COMMANDS = {
     "show": "hermes_es.cli.sessions_audit:show_cmd",
     "rebuild-projections": "hermes_es.cli.sessions_maint:rebuild_cmd",
     "verify": "hermes_es.cli.sessions_maint:verify_cmd",
+    "copy-store": "hermes_es.cli.sessions_copy:copy_store_cmd",
     # list, search, curate, prune, archive, optimize
     "list": "hermes_es.cli.sessions_list:list_cmd",
     "search": "hermes_es.cli.sessions_list:search_cmd",

@@ -96,6 +96,8 @@ class Batch:
         self.before: dict[str, SessionState] = {}
         """Each loaded session's state as it stood (as its row stands) before this batch."""
         self._pending: list[tuple[str, int, ev.Event]] = []
+        self._raw: dict[int, tuple[str, bytes]] = {}
+        """Stored topic and bytes of replayed events, by their index in ``_pending``."""
 
     def load(self, session_id: str) -> SessionState:
         """The current state of a stream (version 0 when it does not exist)."""
@@ -140,10 +142,30 @@ class Batch:
             version += 1
             self._pending.append((stream, version, event))
 
+    def replay(self, stream: str, version: int, topic: str, state: bytes) -> None:
+        """Queue an event exactly as another store holds it (copying a store): its stream
+        version, topic and payload bytes (``state``, uncompressed) are kept; a session stream
+        must continue without a gap."""
+        event = ev.decode(topic, state)
+        if not stream.startswith(("prompt:", "receipt:")):
+            folded = self.load(stream)
+            if version != folded.version + 1:
+                raise ConflictError(
+                    f"stream {stream} is at version {folded.version}; cannot copy version"
+                    f" {version} onto it",
+                    subject=stream,
+                    expected=version - 1,
+                    actual=folded.version,
+                )
+            apply(folded, event, version)
+        self._raw[len(self._pending)] = (topic, state)
+        self._pending.append((stream, version, event))
+
     def discard(self) -> None:
         """Forget queued events and loaded states (after a rollback to a savepoint: states
         are loaded again from the rows as they stand)."""
         self._pending.clear()
+        self._raw.clear()
         self.states.clear()
         self.before.clear()
 
@@ -155,6 +177,13 @@ class Batch:
             StoredEvent(originator_id=s, originator_version=v, topic=e.topic, state=ev.encode(e))
             for s, v, e in self._pending
         ]
+        if self._raw:  # replayed events keep their original bytes
+            for i, (topic, raw) in self._raw.items():
+                s, v, _ = self._pending[i]
+                stored[i] = StoredEvent(
+                    originator_id=s, originator_version=v, topic=topic, state=raw
+                )
+            self._raw.clear()
         positions = self.store.recorder._insert_events(self.conn, stored)
         changes = [
             Change(position=p, stream=s, version=v, event=e)

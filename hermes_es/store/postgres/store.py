@@ -30,6 +30,7 @@ from psycopg.conninfo import conninfo_to_dict
 from hermes_es.commands.unit_of_work import Batch
 from hermes_es.errors import ConfigError, ConflictError, StoreBusyError, StoreError
 from hermes_es.store.backend import redact_url
+from hermes_es.store.codec import pack
 from hermes_es.store.postgres.connection import PgConnection
 from hermes_es.store.postgres.projections import PgProjectionSet
 from hermes_es.store.postgres.schema import EVENTS_TABLE, ensure_schema
@@ -92,9 +93,18 @@ class PgEventLog:
         """Insert events (the table lock is already held); returns their notification ids."""
         raw = cast(PgConnection, conn).raw
         assert raw is not None, "events are inserted inside a transaction"
+        packed = [  # the stored form SQLite uses too (zstd with the shipped dictionary)
+            StoredEvent(
+                originator_id=s.originator_id,
+                originator_version=s.originator_version,
+                topic=s.topic,
+                state=pack(s.state),
+            )
+            for s in stored_events
+        ]
         with raw.cursor() as curs:
-            self.recorder._insert_stored_events(curs, stored_events)
-            ids = self.recorder._fetch_ids_after_insert_events(curs, stored_events)
+            self.recorder._insert_stored_events(curs, packed)
+            ids = self.recorder._fetch_ids_after_insert_events(curs, packed)
         return list(ids or [])
 
     def _delete_events(self, conn: Any, originator_id: str) -> int:
