@@ -53,6 +53,9 @@ class SessionsConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Per-session cap for JSON/JSONL backups and /save json; 0 disables the guard."""
     max_import_messages: NonNegative = 20000
     """Per-session cap for imports; 0 disables the guard."""
+    max_message_bytes: NonNegative = 2 * 1024 * 1024  # aggregates.validation's default
+    """Largest single message (UTF-8 bytes of text, reasoning and tool-call arguments) an
+    append or edit accepts; 0 disables the limit."""
     auto_archive: NonNegativeFloat = 0.0
     """Idle days before the sweep archives a chat (fractions allowed); 0 turns it off."""
     compress_mode: Literal["in_place", "split"] = "split"

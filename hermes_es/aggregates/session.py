@@ -15,12 +15,16 @@ import msgspec
 from hermes_es import events as ev
 from hermes_es.aggregates.state import SessionState
 from hermes_es.aggregates.validation import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    check_message_size,
     check_parent_kind,
     check_role,
     check_session_id,
     check_source,
+    check_text,
     check_title,
     content_text,
+    message_bytes,
 )
 from hermes_es.errors import InvariantError, ValidationError
 
@@ -84,9 +88,14 @@ def _revive(state: SessionState, at: float, actor: str) -> list[ev.Event]:
 
 
 def prepare_messages(
-    state: SessionState, drafts: Sequence[ev.Message], *, at: float
+    state: SessionState,
+    drafts: Sequence[ev.Message],
+    *,
+    at: float,
+    max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> list[ev.Message]:
-    """Validate drafts and give them sequence numbers, uids and times."""
+    """Validate drafts (valid Unicode, at most ``max_bytes`` each, 0 = no limit) and give them
+    sequence numbers, uids and times."""
     if not drafts:
         raise ValidationError("a turn needs at least one message", subject=state.session_id)
     open_calls = set(state.open_tool_calls)
@@ -95,6 +104,9 @@ def prepare_messages(
     seq = state.next_seq
     for i, draft in enumerate(drafts):
         where = f"message {i + 1} of the turn"
+        check_text(draft, f"{where}: message")
+        calls = "".join(c.name + c.arguments for c in draft.tool_calls)
+        check_message_size(message_bytes(draft.content, draft.reasoning, calls), max_bytes, where)
         check_role(draft.role)
         if draft.tokens_in < 0 or draft.tokens_out < 0:
             raise ValidationError(
@@ -142,11 +154,17 @@ def prepare_messages(
 
 
 def append(
-    state: SessionState, drafts: Sequence[ev.Message], *, at: float, actor: str = ""
+    state: SessionState,
+    drafts: Sequence[ev.Message],
+    *,
+    at: float,
+    actor: str = "",
+    max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> list[ev.Event]:
-    """Decide the events for appending one message or one whole turn atomically."""
+    """Decide the events for appending one message or one whole turn atomically (each message
+    at most ``max_bytes``; 0 = no limit)."""
     _require_live(state)
-    messages = prepare_messages(state, drafts, at=at)
+    messages = prepare_messages(state, drafts, at=at, max_bytes=max_bytes)
     body: ev.Event
     if len(messages) == 1:
         body = ev.MessageAppended(at=at, actor=actor, message=messages[0])
@@ -184,7 +202,13 @@ def rewind_turns(state: SessionState, user_seqs: Sequence[int], turns: int) -> i
 
 
 def edit(
-    state: SessionState, target_seq: int, draft: ev.Message, *, at: float, actor: str = ""
+    state: SessionState,
+    target_seq: int,
+    draft: ev.Message,
+    *,
+    at: float,
+    actor: str = "",
+    max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> list[ev.Event]:
     """Decide an edit: the target becomes inactive and the replacement takes its place."""
     _require_live(state)
@@ -196,7 +220,7 @@ def edit(
     if draft.role == "tool":
         raise ValidationError("tool results cannot be edited")
     probe = msgspec.structs.replace(state, open_tool_calls=[])
-    [message] = prepare_messages(probe, [draft], at=at)
+    [message] = prepare_messages(probe, [draft], at=at, max_bytes=max_bytes)
     return [ev.MessageEdited(at=at, actor=actor, target_seq=target_seq, message=message)]
 
 

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Mapping
 from typing import Any
+
+import msgspec
 
 from hermes_es.errors import ValidationError
 from hermes_es.events import PARENT_KINDS, ROLES
 
 MAX_TITLE = 100
-_SOURCE_RE = re.compile(r"^[a-z][a-z0-9_.-]{0,31}$")
+DEFAULT_MAX_MESSAGE_BYTES = 2 * 1024 * 1024
+"""Default per-message size limit (UTF-8 bytes of content, reasoning and tool-call arguments);
+``sessions.max_message_bytes`` in config.yaml changes it, 0 turns it off."""
+_SOURCE_RE = re.compile(r"[a-z][a-z0-9_.-]{0,31}")
 MAX_SESSION_ID = 128
 _SESSION_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
@@ -59,6 +65,7 @@ def content_text(content: str | list[dict[str, Any]]) -> str:
 
 def check_title(title: str) -> str:
     """Normalise and validate a title: at most 100 characters, no control characters."""
+    check_text(title, "title")
     cleaned = " ".join(title.split()) if not _has_control(title) else None
     if cleaned is None:
         raise ValidationError(
@@ -78,7 +85,7 @@ def _has_control(text: str) -> bool:
 
 def check_source(source: str) -> str:
     """Return a source tag when it is short lowercase letters, digits, ``_ . -``."""
-    if not _SOURCE_RE.match(source):
+    if not _SOURCE_RE.fullmatch(source):
         raise ValidationError(
             f"invalid source tag {source!r}: use lowercase letters, digits, '_', '.', '-'",
             subject=source,
@@ -94,3 +101,70 @@ def check_parent_kind(kind: str) -> str:
             subject=kind,
         )
     return kind
+
+
+def _bad_text(value: object, where: str) -> tuple[str, str, int] | None:
+    """(field path, text, index) of the first string under ``value`` that is not valid
+    Unicode (a lone surrogate), or None."""
+    if isinstance(value, str):
+        if value.isascii():
+            return None
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return where, value, exc.start
+        return None
+    if isinstance(value, msgspec.Struct):
+        for name in value.__struct_fields__:
+            found = _bad_text(getattr(value, name), f"{where}.{name}" if where else name)
+            if found:
+                return found
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            found = _bad_text(key, f"{where} key") or _bad_text(item, f"{where}.{key}")
+            if found:
+                return found
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = _bad_text(item, f"{where}[{index}]")
+            if found:
+                return found
+    return None
+
+
+def check_text(value: object, where: str = "") -> None:
+    """Refuse any string under ``value`` (a str, a Struct such as an event, a dict or a list)
+    that is not valid Unicode: a lone surrogate cannot be stored, searched or exported.
+
+    The error names the field and the character position, e.g. ``message.content``.
+    """
+    found = _bad_text(value, where)
+    if found is None:
+        return
+    field, text, index = found
+    code = ord(text[index])
+    raise ValidationError(
+        f"{field or 'text'} is not valid Unicode: a lone surrogate U+{code:04X} at character "
+        f"{index}; send UTF-8 text (nothing was written)",
+        subject=field,
+    )
+
+
+def message_bytes(content: str | list[dict[str, Any]], reasoning: str | None, calls: str) -> int:
+    """The size a message counts against the limit: UTF-8 bytes of its text, its reasoning and
+    its tool-call arguments."""
+    text = content_text(content)
+    total = len(text.encode("utf-8", "surrogatepass")) + len(calls.encode("utf-8", "surrogatepass"))
+    if reasoning:
+        total += len(reasoning.encode("utf-8", "surrogatepass"))
+    return total
+
+
+def check_message_size(size: int, limit: int, where: str) -> None:
+    """Refuse a message larger than ``limit`` bytes (``limit`` 0 means no limit)."""
+    if limit and size > limit:
+        raise ValidationError(
+            f"{where} is {size:,} bytes; the limit is {limit:,} bytes per message"
+            " (sessions.max_message_bytes in config.yaml; 0 turns it off); nothing was written",
+            subject=where,
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import sys
@@ -12,13 +13,36 @@ import apsw
 import click
 import msgspec
 
-from hermes_es.errors import HermesError
+from hermes_es.errors import HermesError, ValidationError
 from hermes_es.home import hermes_home, profile_dir
+from hermes_es.terminal_text import clean, echo
 
 if TYPE_CHECKING:
     from hermes_es.commands.engine import SessionEngine
     from hermes_es.config import LoadedConfig
     from hermes_es.store.backend import StoreBackend
+
+
+MAX_INT = 2**63 - 1
+"""The largest integer SQLite stores: the upper bound of every integer option."""
+
+
+class Count(click.IntRange):
+    """A whole-number option from ``min`` up to the largest integer SQLite stores; anything
+    outside is a usage error (exit 2) naming the option, never an overflow deeper down."""
+
+    name = "integer"
+
+    def __init__(self, min: int = 0) -> None:
+        super().__init__(min=min, max=MAX_INT)
+
+    def _describe_range(self) -> str:
+        return f"x>={self.min} (and at most {MAX_INT})"
+
+
+EXIT_BROKEN_PIPE = 141
+"""Exit code when the reader of stdout went away (``| head``): what a shell reports for a
+process stopped by SIGPIPE, printed nowhere."""
 
 
 class HermesCommandError(click.ClickException):
@@ -29,12 +53,96 @@ class HermesCommandError(click.ClickException):
         self.exit_code = error.exit_code  # type: ignore[misc]
 
 
+def invalid_utf8_argument(args: list[str]) -> str | None:
+    """The first argument that was not valid UTF-8 (Python keeps such bytes as lone
+    surrogates), shown with its bad bytes as ``\\xff``; None when every argument is valid."""
+    for arg in args:
+        if any("\udc80" <= ch <= "\udcff" for ch in arg):
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            return clean(shown)
+    return None
+
+
+def lenient_stdin() -> None:
+    """Read stdin keeping invalid UTF-8 bytes as lone surrogates (so ``check_decoded`` can
+    name them) instead of raising a ``UnicodeDecodeError`` traceback."""
+    reconfigure = getattr(sys.stdin, "reconfigure", None)
+    if reconfigure is not None:
+        with contextlib.suppress(ValueError, OSError):
+            reconfigure(errors="surrogateescape")
+
+
+def check_decoded(text: str, what: str) -> str:
+    """``text`` read through ``lenient_stdin``; a ``ValidationError`` naming the first byte
+    that was not valid UTF-8 and where it was."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        byte = ord(text[exc.start]) - 0xDC00
+        shown = f"byte 0x{byte:02x}" if 0x80 <= byte <= 0xFF else "a lone surrogate"
+        raise ValidationError(
+            f"{what} is not valid UTF-8 ({shown} at character {exc.start}); nothing was sent",
+            subject=what,
+        ) from None
+    return text
+
+
+def _quiet_broken_pipe() -> NoReturn:
+    """The reader of stdout is gone: point stdout at /dev/null so the final flush cannot
+    complain, and exit without a word."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(EXIT_BROKEN_PIPE)
+
+
+class PipeClosed(Exception):
+    """The reader of standard output went away (``| head``): stop quietly."""
+
+
 class HermesGroup(click.Group):
     """A click group that turns expected failures into clean errors, never tracebacks."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the CLI; every error line is made terminal-safe and ``| head`` exits quietly.
+
+        Arguments that are not valid UTF-8 are a usage error (exit 2) before anything runs.
+        """
+        if not kwargs.get("standalone_mode", True):
+            return super().main(*args, **kwargs)
+        argv = kwargs.get("args", args[0] if args else None)
+        bad = invalid_utf8_argument(list(sys.argv[1:] if argv is None else argv))
+        if bad is not None:
+            click.echo(f"Error: argument '{bad}' is not valid UTF-8; nothing was done", err=True)
+            sys.exit(2)
+        kwargs["standalone_mode"] = False
+        try:
+            rv = super().main(*args, **kwargs)
+        except click.ClickException as exc:
+            exc.message = clean(exc.message)  # type: ignore[misc]
+            try:
+                exc.show()
+            except BrokenPipeError:
+                _quiet_broken_pipe()
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        except (BrokenPipeError, PipeClosed):
+            _quiet_broken_pipe()
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _quiet_broken_pipe()
+        sys.exit(rv if isinstance(rv, int) else 0)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except BrokenPipeError as exc:
+            raise PipeClosed from exc  # not an OSError: click must not turn it into exit 1
         except HermesError as exc:
             raise HermesCommandError(exc) from exc
         except apsw.BusyError as exc:
@@ -120,7 +228,8 @@ class Hermes:
         if self._engine is None:
             from hermes_es.commands.engine import SessionEngine
 
-            self._engine = SessionEngine(self.backend, actor=actor_name())
+            limit = self.config().config.sessions.max_message_bytes
+            self._engine = SessionEngine(self.backend, actor=actor_name(), max_message_bytes=limit)
         return self._engine
 
     def reader(self) -> apsw.Connection:
@@ -190,8 +299,8 @@ def when(ts: float) -> str:
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    """Exit with ``Error: message`` on stderr."""
-    click.echo(f"Error: {message}", err=True)
+    """Exit with ``Error: message`` on stderr (made terminal-safe)."""
+    click.echo(f"Error: {clean(message)}", err=True)
     sys.exit(code)
 
 
@@ -202,7 +311,7 @@ def warn_unscrubbed(scrubbed: bool, db_path: Path) -> None:
     from hermes_es.commands.holders import describe, live_holders
 
     holders = ", ".join(describe(h) for h in live_holders(db_path, exclude_self=True))
-    click.echo(
+    echo(
         "warning: deleted, but another process still reads state.db"
         + (f" ({holders})" if holders else "")
         + ", so old copies of the pages stay on disk until it lets go; the scrub is recorded"

@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from hermes_es.cli.base import Hermes, get_hermes
+from hermes_es.cli.base import Hermes, check_decoded, get_hermes, lenient_stdin
 from hermes_es.cli.root import chat_options
 from hermes_es.errors import HermesError, HolderError, UsageError, ValidationError
+from hermes_es.terminal_text import echo
 
 if TYPE_CHECKING:
     import apsw
@@ -37,8 +38,8 @@ if TYPE_CHECKING:
 
 
 def err(message: str) -> None:
-    """Print a status line on stderr."""
-    click.echo(message, err=True)
+    """Print a status line on stderr (made terminal-safe)."""
+    echo(message, err=True)
 
 
 def resume_hint(session_id: str) -> str:
@@ -186,6 +187,8 @@ class ChatApp:
         self._lease: Holder | None = None
         self.taken_over: SessionTakenOverError | None = None
         """Set once another process took the current session over (the chat is read-only)."""
+        self._started: set[str] = set()
+        """Sessions this run started (only those are discarded when left unused)."""
 
     # -- handles -----------------------------------------------------------------------------
 
@@ -347,6 +350,7 @@ class ChatApp:
             tools=self.tools,
             cwd=os.getcwd(),
         )
+        self._started.add(sid)
         self.read_only = False
         self.taken_over = None
         self._hold(sid, WRITER_KIND)
@@ -455,6 +459,19 @@ class ChatApp:
             engine.change_workspace(session_id, pin_here)
         return resumed.model, resumed.reasoning
 
+    def discard_if_unused(self, session_id: str) -> bool:
+        """Remove a session this run started when it is left without a message (a chat opened
+        and closed leaves nothing behind); True when it was removed."""
+        if session_id not in self._started or self.read_only:
+            return False
+        if self.check_taken_over() is not None:
+            return False
+        from hermes_es.commands.discard import discard_if_unused
+
+        with contextlib.suppress(HermesError):
+            return discard_if_unused(self.engine.store, session_id)
+        return False
+
     def _ask_conflict(self, session_id: str, holders: list[str]) -> str:
         """Ask what to do about a session another live chat holds."""
         err(f"Session {session_id} is open in another live chat: {'; '.join(holders)}")
@@ -520,7 +537,8 @@ def run_from_options(ctx: click.Context, options: dict[str, Any]) -> None:
     tty = _is_tty()
     interactive = text is None and sys.stdin.isatty()
     if text is None and not interactive and not slash:
-        text = sys.stdin.read()
+        lenient_stdin()
+        text = check_decoded(sys.stdin.read(), "the message on standard input")
         if not text.strip():
             raise ValidationError("no message: pass -q TEXT, or run hermes in a terminal")
     if text is not None and not text.strip():
@@ -559,7 +577,7 @@ def run_from_options(ctx: click.Context, options: dict[str, Any]) -> None:
                 err(resume_hint(chat.session_id))
                 raise
             if taken.reply:
-                click.echo(taken.reply)  # shown, not recorded: nothing the responder said is lost
+                echo(taken.reply)  # shown, not recorded: nothing the responder said is lost
             what = (
                 "the reply above was not recorded" if taken.reply else "your message was not sent"
             )
@@ -573,11 +591,13 @@ def run_from_options(ctx: click.Context, options: dict[str, Any]) -> None:
                     app.engine.end_session(chat.session_id, "run_complete")
         for note in outcome.attachments:
             err(f"📎 {note}")
-        click.echo(outcome.reply)
+        echo(outcome.reply)
         if not quiet:
             err(resume_hint(chat.session_id))
     finally:
         try:
+            if app.session_id:
+                app.discard_if_unused(app.session_id)
             _sweep_on_the_way_out(app)
         finally:
             app.close()

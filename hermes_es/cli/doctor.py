@@ -74,13 +74,23 @@ def doctor_cmd(ctx: click.Context, full: bool, strict: bool, as_json: bool) -> N
 def _print_report(report: DoctorReport) -> None:
     """The findings as a list, each problem followed by its fix, then a verdict line."""
     from rich.console import Console
-    from rich.markup import escape
+    from rich.markup import escape as escape_markup
 
-    console = Console(highlight=False, soft_wrap=True, force_terminal=sys.stdout.isatty())
+    from hermes_es.terminal_text import clean
+
+    def escape(text: str) -> str:
+        """Stored text (paths, titles, holder commands) shown as it is: no control
+        characters, no rich markup."""
+        return escape_markup(clean(text))
+
+    console = Console(
+        highlight=False, emoji=False, soft_wrap=True, force_terminal=sys.stdout.isatty()
+    )
     console.print(f"[bold]hermes doctor[/] {escape(report.profile_dir)}")
     for finding in report.findings:
         label, style = _STYLE[finding.level]
-        console.print(f"  [{style}]{label:<4}[/] {finding.check:<20} {escape(finding.message)}")
+        check, message = escape(finding.check), escape(finding.message)
+        console.print(f"  [{style}]{label:<4}[/] {check:<20} {message}")
         if finding.fix:
             console.print(f"       {'':<20} [dim]fix:[/] {escape(finding.fix)}")
     if report.errors:

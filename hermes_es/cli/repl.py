@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import click
 
 from hermes_es.errors import HermesError, UsageError
+from hermes_es.terminal_text import clean, echo, fit, one_line, pad
 
 if TYPE_CHECKING:
     from hermes_es.cli.chat import ChatApp
@@ -40,14 +41,14 @@ HELP = """Commands:
 
 def notify(message: str) -> None:
     """A status line from the chat (reloads, recreations)."""
-    click.echo(f"↪ {message}", err=True)
+    echo(f"↪ {message}", err=True)
 
 
 def render_recap(recap: Recap, *, minimal: bool) -> None:
     """Draw the recap: a rich panel, or one line when ``display.resume_display: minimal``."""
-    title = f' "{recap.title}"' if recap.title else ""
+    title = f' "{one_line(recap.title)}"' if recap.title else ""
     if minimal:
-        click.echo(f"↪ Resumed session {recap.session_id}{title} ({recap.total_messages} messages)")
+        echo(f"↪ Resumed session {recap.session_id}{title} ({recap.total_messages} messages)")
         return
     from rich.console import Console
     from rich.panel import Panel
@@ -61,13 +62,15 @@ def render_recap(recap: Recap, *, minimal: bool) -> None:
             body.append("you: ", style="bold cyan")
         else:
             body.append("hermes: ", style="bold green")
-        body.append(line.text)
+        body.append(one_line(line.text))
         if line.tools_label:
-            body.append(f" {line.tools_label}" if line.text else line.tools_label, style="dim")
+            label = one_line(line.tools_label)
+            body.append(f" {label}" if line.text else label, style="dim")
     if not recap.lines:
         body.append("(no messages yet)", style="dim")
-    header = Text(f"Recap of {recap.session_id}{title} · last {recap.exchanges} exchanges")
-    Console(highlight=False, soft_wrap=False).print(
+    sid = one_line(recap.session_id)
+    header = Text(f"Recap of {sid}{title} · last {recap.exchanges} exchanges")
+    Console(highlight=False, emoji=False, soft_wrap=False).print(
         Panel(body, title=header, title_align="left", border_style="blue")
     )
 
@@ -88,7 +91,8 @@ def _sessions(app: ChatApp, _: str) -> None:
         click.echo("(no sessions)")
     for row in rows:
         marker = "*" if app.chat is not None and row.session_id == app.chat.session_id else " "
-        click.echo(f"{marker} {row.session_id}  {row.title or '-':<24}  {row.preview[:50]}")
+        title = pad(fit(one_line(row.title or "-"), 24), 24)
+        echo(f"{marker} {one_line(row.session_id)}  {title}  {fit(one_line(row.preview), 50)}")
 
 
 def _end_current(app: ChatApp, reason: str) -> None:
@@ -102,9 +106,11 @@ def _end_current(app: ChatApp, reason: str) -> None:
 
 def _new(app: ChatApp, arg: str) -> None:
     _end_current(app, "new_session")
+    if app.chat is not None:
+        app.discard_if_unused(app.chat.session_id)
     app.source = "cli" if app.source == "oneshot" else app.source
     chat = app.new_session(arg)
-    click.echo(f"New session {chat.session_id}" + (f' "{arg}"' if arg else ""))
+    echo(f"New session {chat.session_id}" + (f' "{one_line(arg)}"' if arg else ""))
 
 
 def _title(app: ChatApp, arg: str) -> None:
@@ -112,7 +118,7 @@ def _title(app: ChatApp, arg: str) -> None:
     if not arg:
         raise UsageError("usage: /title NAME")
     app.chat.set_title(arg)
-    click.echo(f'Title set: "{arg}"')
+    echo(f'Title set: "{one_line(arg)}"')
 
 
 def _compress(app: ChatApp, _: str) -> None:
@@ -155,9 +161,9 @@ def _save(app: ChatApp, arg: str) -> None:
             app.engine, app.chat.session_id, fmt, target, force=force, config=app.config
         )
     except GuardError as exc:
-        click.echo(f"Error {exc.code}: {exc.message}", err=True)
+        echo(f"Error {exc.code}: {exc.message}", err=True)
         return
-    click.echo(f"Saved {saved.messages} messages to {saved.file}")
+    echo(f"Saved {saved.messages} messages to {saved.file}")
 
 
 def _resume(app: ChatApp, arg: str) -> None:
@@ -223,7 +229,7 @@ def _taken_over(exc: SessionTakenOverError, what: str) -> None:
     """Say that the session was taken over, what did not happen, and where to go next."""
     from hermes_es.cli.chat import TAKEN_OVER_NEXT, taken_over_notice
 
-    click.echo(taken_over_notice(exc, what, next_step=TAKEN_OVER_NEXT), err=True)
+    echo(taken_over_notice(exc, what, next_step=TAKEN_OVER_NEXT), err=True)
 
 
 def _as_taken_over(app: ChatApp, exc: HermesError) -> SessionTakenOverError | None:
@@ -232,14 +238,10 @@ def _as_taken_over(app: ChatApp, exc: HermesError) -> SessionTakenOverError | No
     return taken if taken is not None and exc is taken else None
 
 
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F)}
-_CONTROL.update({c: f"\\x{c:02x}" for c in range(0x80, 0xA0)})
-
-
 def terminal_text(text: str) -> str:
-    """Model/tool text made safe to draw: control characters (escape sequences) shown as
-    ``\\xNN``, newlines and tabs kept."""
-    return text.translate(_CONTROL)
+    """Model/tool text made safe to draw (:func:`hermes_es.terminal_text.clean`): control
+    characters made visible, newlines and tabs kept."""
+    return clean(text)
 
 
 class StreamRenderer:
@@ -333,16 +335,16 @@ def _say(app: ChatApp, text: str) -> None:
             raise
         if taken.reply:  # the take-over came while the responder ran: show it, not recorded
             if not render.drew_reply:
-                click.echo(terminal_text(taken.reply))
+                echo(taken.reply)
             _taken_over(taken, "the reply above was not recorded")
         else:
             _taken_over(taken, "your message was not sent")
         return
     render.finish_line()
     for note in outcome.attachments:
-        click.echo(f"📎 {note}", err=True)
+        echo(f"📎 {note}", err=True)
     if not render.drew_reply and outcome.reply:
-        click.echo(terminal_text(outcome.reply))
+        echo(outcome.reply)
     if outcome.interrupted:
         click.echo("(interrupted; what arrived is kept, marked interrupted)", err=True)
 
@@ -364,12 +366,18 @@ def run_repl(app: ChatApp, *, recap: bool) -> None:
         chat = app.chat
         if chat is not None:
             _end_current(app, "user_exit")
-            click.echo(f"Session: {chat.session_id}")
-            click.echo(f"Resume with: hermes --resume {chat.session_id}")
+            if app.discard_if_unused(chat.session_id):
+                click.echo("Nothing was said, so no session was kept.")
+            else:
+                click.echo(f"Session: {chat.session_id}")
+                click.echo(f"Resume with: hermes --resume {chat.session_id}")
 
 
 def _loop(app: ChatApp) -> None:
     """The read-eval loop; Ctrl-C during a turn interrupts the turn, not the chat."""
+    from hermes_es.cli.base import check_decoded, lenient_stdin
+
+    lenient_stdin()
     while True:
         app.preload()
         try:
@@ -378,6 +386,11 @@ def _loop(app: ChatApp) -> None:
             click.echo()
             break
         app.settle()
+        try:
+            check_decoded(line, "your input")
+        except HermesError as exc:
+            echo(f"Error: {exc.message}", err=True)
+            continue
         text = line.strip()
         if not text:
             continue
@@ -388,7 +401,7 @@ def _loop(app: ChatApp) -> None:
                 name, _, arg = text.partition(" ")
                 handler = COMMANDS.get(name)
                 if handler is None:
-                    click.echo(f"Unknown command {name}; /help lists commands", err=True)
+                    echo(f"Unknown command {name}; /help lists commands", err=True)
                 elif app.taken_over is not None and name in WRITE_COMMANDS:
                     _taken_over(app.taken_over, f"{name} was not applied")
                 elif app.read_only and name in WRITE_COMMANDS:
@@ -402,7 +415,7 @@ def _loop(app: ChatApp) -> None:
             if taken is not None:
                 _taken_over(taken, f"{text.partition(' ')[0]} was not applied")
             else:
-                click.echo(f"Error: {exc.message}", err=True)
+                echo(f"Error: {exc.message}", err=True)
         except KeyboardInterrupt:
             click.echo(
                 "\n(interrupted; your message is kept, the reply was not recorded)", err=True

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
-from hermes_es.cli.base import echo_json, get_hermes, when
-from hermes_es.errors import SessionNotFoundError, ValidationError
+from hermes_es.cli.base import Count, echo_json, get_hermes, when
+from hermes_es.errors import SessionNotFoundError
+from hermes_es.terminal_text import echo, one_line, table
 
 
 @click.command("history")
@@ -32,7 +33,7 @@ def history_cmd(ctx: click.Context, session: str, as_json: bool) -> None:
             echo_json({"session_id": session, "events": [], "deletions": receipts})
             return
         for r in receipts:
-            click.echo(
+            echo(
                 f"{session} was deleted {when(r.deleted_at)} by {r.actor or '?'} ({r.reason}): "
                 f"{r.events} events, {r.messages} messages, transcript sha256 {r.digest}"
             )
@@ -42,10 +43,13 @@ def history_cmd(ctx: click.Context, session: str, as_json: bool) -> None:
     if as_json:
         echo_json({"session_id": sid, "events": entries, "deletions": receipts})
         return
-    for e in entries:
-        click.echo(f"v{e.version:<5} {when(e.at)}  {e.type:<34} {e.actor or '-':<14} {e.summary}")
+    if not entries:
+        echo(f"{sid}: no events")
+    rows = [(f"v{e.version}", when(e.at), e.type, e.actor or "-", e.summary) for e in entries]
+    for line in table(("VERSION", "TIME", "EVENT", "ACTOR", "SUMMARY"), rows) if rows else []:
+        echo(line)
     for r in receipts:
-        click.echo(
+        echo(
             f"(an earlier session with this id was deleted {when(r.deleted_at)}: "
             f"{r.messages} messages)"
         )
@@ -56,9 +60,9 @@ def history_cmd(ctx: click.Context, session: str, as_json: bool) -> None:
 @click.option(
     "--as-of",
     "as_of",
-    type=int,
+    type=Count(1),
     default=None,
-    help="Show the transcript as it stood at this event version.",
+    help="Show the transcript as it stood at this event version (1 = just started).",
 )
 @click.option(
     "--all", "show_all", is_flag=True, help="Also show rewound and edited (inactive) messages."
@@ -73,29 +77,34 @@ def show_cmd(
     Example: hermes sessions show "my project" --as-of 12
     """
     from hermes_es.queries.resolve import resolve_session
-    from hermes_es.queries.transcript import messages_as_of, messages_of
+    from hermes_es.queries.transcript import last_version, messages_as_of, messages_of
 
     conn = get_hermes(ctx).reader()
     sid = resolve_session(conn, session)
     scope = "all" if show_all else "display"
     if as_of is not None:
-        if as_of < 1:
-            raise ValidationError(f"--as-of must be a positive event version, got {as_of}")
         messages = messages_as_of(conn, sid, as_of, scope=scope)
     else:
         messages = messages_of(conn, sid, scope=scope)
     if as_json:
         echo_json({"session_id": sid, "as_of": as_of, "messages": messages})
         return
+    if as_of is not None:
+        last = last_version(conn, sid)
+        echo(
+            f"{sid} as of event v{as_of} of {last}"
+            f"{' (the latest)' if as_of == last else ''}: {len(messages)} message(s) shown"
+        )
+    if not messages:
+        echo("(no messages)")
     for m in messages:
         flags = "" if m.state == "active" else f" [{m.state}]"
         if m.imported:
             flags += " [imported]"
-        head = f"── #{m.seq} {m.role}{flags} {when(m.at)}"
-        click.echo(head)
+        tool = f" ({one_line(m.tool_name)})" if m.tool_name else ""
+        echo(f"── #{m.seq} {one_line(m.role)}{tool}{flags} {when(m.at)}")
         if m.content:
-            click.echo(m.content)
+            echo(m.content)
         for call in m.tool_calls:
-            click.echo(
-                f"  ↳ tool call {call.get('name')}({call.get('arguments', '')}) id={call.get('id')}"
-            )
+            name, args = one_line(str(call.get("name"))), one_line(str(call.get("arguments", "")))
+            echo(f"  ↳ tool call {name}({args}) id={one_line(str(call.get('id')))}")

@@ -15,6 +15,7 @@ import click
 
 from hermes_es.cli.base import echo_json, get_hermes, warn_unscrubbed, when
 from hermes_es.errors import SessionNotFoundError, ValidationError
+from hermes_es.terminal_text import clean, echo
 
 if TYPE_CHECKING:
     from hermes_es.commands.engine import SessionEngine
@@ -42,7 +43,7 @@ def rename_cmd(ctx: click.Context, session: str, title: str) -> None:
     engine = _engine(ctx)
     sid = engine.resolve(session)
     state = engine.set_title(sid, title)
-    click.echo(f"{sid}: title {state.title!r}" if state.title else f"{sid}: title cleared")
+    echo(f"{sid}: title {state.title!r}" if state.title else f"{sid}: title cleared")
 
 
 def _pin(ctx: click.Context, sessions: tuple[str, ...], pinned: bool) -> None:
@@ -51,9 +52,9 @@ def _pin(ctx: click.Context, sessions: tuple[str, ...], pinned: bool) -> None:
     changed = pin_sessions(_engine(ctx), sessions, pinned)
     verb = "pinned" if pinned else "unpinned"
     for sid in changed:
-        click.echo(f"{verb} {sid}")
+        echo(f"{verb} {sid}")
     if not changed:
-        click.echo(f"already {verb}")
+        echo(f"already {verb}")
 
 
 @click.command("pin")
@@ -89,7 +90,9 @@ def unpin_cmd(ctx: click.Context, sessions: tuple[str, ...]) -> None:
     is_flag=True,
     help="Run the idle sweep: archive (reason sweep) what sessions.auto_archive days left idle.",
 )
-@click.option("--idle-days", type=click.FloatRange(min=0), help="Override sessions.auto_archive.")
+@click.option(
+    "--idle-days", type=click.FloatRange(min=0, max=36500), help="Override sessions.auto_archive."
+)
 @click.option("--dry-run", is_flag=True, help="Show what would be archived.")
 @click.option("--json", "as_json", is_flag=True, help="Print the archived tip ids as JSON.")
 @click.pass_context
@@ -143,7 +146,7 @@ def archive_cmd(
     if sweep:
         days = idle_days if idle_days is not None else hermes.config().config.sessions.auto_archive
         if days <= 0:
-            click.echo("idle sweep is off (sessions.auto_archive is 0); nothing archived")
+            echo("idle sweep is off (sessions.auto_archive is 0); nothing archived")
             return
         planned = arch.plan_sweep(units, days, now, held)
         reason = "sweep"
@@ -162,8 +165,8 @@ def _report(ids: list[str], verb: str, as_json: bool) -> None:
         echo_json(ids)
         return
     for sid in ids:
-        click.echo(f"{verb} {sid}")
-    click.echo(f"{verb} {len(ids)} conversation{'s' if len(ids) != 1 else ''}")
+        echo(f"{verb} {sid}")
+    echo(f"{verb} {len(ids)} conversation{'s' if len(ids) != 1 else ''}")
 
 
 @click.command("unarchive")
@@ -178,9 +181,9 @@ def unarchive_cmd(ctx: click.Context, sessions: tuple[str, ...]) -> None:
 
     done = unarchive_sessions(_engine(ctx), sessions)
     for sid in done:
-        click.echo(f"unarchived {sid}")
+        echo(f"unarchived {sid}")
     if not done:
-        click.echo("not archived")
+        echo("not archived")
 
 
 @click.command("delete")
@@ -214,21 +217,19 @@ def delete_cmd(ctx: click.Context, session: str, yes: bool, chain: bool) -> None
         label += f" — segment of a {len(segments)}-segment conversation (--chain deletes all)"
     for holder in live_holders(hermes.db_path, exclude_self=True):
         if holder.session_id in targets:
-            click.echo(
-                f"warning: {describe(holder)} has it open; its next save recreates it", err=True
-            )
+            echo(f"warning: {describe(holder)} has it open; its next save recreates it", err=True)
     if not yes:
         if not sys.stdin.isatty():
             raise ValidationError(
                 f"refusing to delete {sid} without --yes (no terminal to confirm on)", subject=sid
             )
-        if not click.confirm(f"Delete {label}?", default=False):
-            click.echo("nothing deleted")
+        if not click.confirm(clean(f"Delete {label}?"), default=False):
+            echo("nothing deleted")
             return
     if chain:
         done = delete_many(engine.store, targets, reason="delete", actor=engine.actor)
     else:
         done = delete_session(engine.store, sid, reason="delete", actor=engine.actor)
     for d in done:
-        click.echo(f"deleted {d.session_id} ({d.messages} messages)")
+        echo(f"deleted {d.session_id} ({d.messages} messages)")
     warn_unscrubbed(all(d.scrubbed for d in done), hermes.db_path)

@@ -14,12 +14,13 @@ import click
 from hermes_es.cli.base import echo_json, get_hermes, warn_unscrubbed
 from hermes_es.cli.progress import progress_bar
 from hermes_es.errors import UsageError
+from hermes_es.terminal_text import echo
 
 if TYPE_CHECKING:
     from hermes_es.commands.export import ExportedFile, ExportOptions
 
 FORMAT_CHOICES = ("jsonl", "json", "md", "qmd", "html")
-_RELATIVE = re.compile(r"^(\d+)([smhdw])$")
+_RELATIVE = re.compile(r"(\d+)([smhdw])")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -27,7 +28,7 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 def parse_when(text: str, *, option: str, now: float | None = None) -> float:
     """Unix seconds from ``2025-03-05``, an ISO date-time, epoch seconds, or ``7d``/``12h`` ago."""
     raw = text.strip()
-    m = _RELATIVE.match(raw)
+    m = _RELATIVE.fullmatch(raw)
     if m:
         return (now if now is not None else time.time()) - int(m.group(1)) * _UNITS[m.group(2)]
     try:
@@ -151,7 +152,7 @@ def export_cmd(
     else:
         ids = select_sessions(conn, filters)
         if not ids:
-            click.echo("No sessions match these filters; nothing was written.", err=True)
+            echo("No sessions match these filters; nothing was written.", err=True)
             return
     with progress_bar("Exporting", enabled=_show_progress(progress)) as tick:
         files = export_sessions(conn, target, ids, opts, progress=tick)
@@ -175,9 +176,7 @@ def _export_and_delete(
         done = export_then_delete(engine, target, sid, opts, actor=actor_name(), progress=tick)
     _report(done.files, target, as_json)
     if not as_json:
-        click.echo(
-            f"Verified and deleted {len(done.deleted)} session(s): {', '.join(done.deleted)}"
-        )
+        echo(f"Verified and deleted {len(done.deleted)} session(s): {', '.join(done.deleted)}")
     warn_unscrubbed(done.scrubbed, get_hermes(ctx).db_path)
 
 
@@ -186,8 +185,8 @@ def _report(files: list[ExportedFile], target: Path, as_json: bool) -> None:
         echo_json(files)
         return
     for f in files:
-        click.echo(f"{target / f.file}  {f.messages} messages  sha256 {f.sha256[:16]}…")
-    click.echo(f"Wrote {len(files)} file(s) and {target / 'manifest.jsonl'}")
+        echo(f"{target / f.file}  {f.messages} messages  sha256 {f.sha256[:16]}…")
+    echo(f"Wrote {len(files)} file(s) and {target / 'manifest.jsonl'}")
 
 
 @click.command("import")
@@ -243,18 +242,18 @@ def import_cmd(
             return
         counts = report.source_counts
         if counts is not None:
-            click.echo(
+            echo(
                 f"Source: {counts.sessions} sessions, {counts.messages} messages "
                 f"({counts.live_messages} live, {counts.compacted_messages} compacted, "
                 f"{counts.rewound_messages} rewound)"
             )
-        click.echo(
+        echo(
             f"Imported {report.imported_sessions} sessions, {report.imported_messages} messages; "
             f"{len(report.updated_sessions)} brought up to date; "
             f"{len(report.already_present)} already present"
         )
         for line in report.skipped:
-            click.echo(f"skipped: {line}")
+            echo(f"skipped: {line}")
         _fail_over_cap(report.over_cap, cap)
         return
     from hermes_es.commands.importing import import_backups
@@ -271,7 +270,7 @@ def import_cmd(
     if as_json:
         echo_json(result)
         return
-    click.echo(
+    echo(
         f"Imported {len(result.imported)} sessions ({result.messages} messages) as archived "
         f"history; {len(result.skipped)} already present with the same content"
     )

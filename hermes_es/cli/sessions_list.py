@@ -1,7 +1,8 @@
 """``hermes sessions list``, ``search`` and ``stats``: read commands over the projections.
 
 Start-up matters here: this module imports only click, apsw (through store.db) and the query
-modules it needs, never eventsourcing or rich; tables are plain aligned text.
+modules it needs, never eventsourcing (rich only to measure non-ASCII widths); tables are plain
+aligned text, every cell made safe by :mod:`hermes_es.terminal_text`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hermes_es.cli.base import Hermes, echo_json, get_hermes, when
+from hermes_es import terminal_text
+from hermes_es.cli.base import Count, Hermes, echo_json, get_hermes, when
+from hermes_es.terminal_text import cell, echo, one_line
 
 if TYPE_CHECKING:
     import apsw
@@ -38,22 +41,9 @@ def _short_path(path: str) -> str:
     return path
 
 
-def _clip(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    if width <= 1 or len(text) <= width:
-        return text
-    return text[: width - 1] + "…"
-
-
 def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    """Plain left-aligned columns separated by two spaces."""
-    widths = [len(h) for h in headers]
-    for row in rows:
-        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
-    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    for row in rows:
-        out.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-    return out
+    """Plain left-aligned columns separated by two spaces (cells made safe, aligned by width)."""
+    return terminal_text.table(headers, rows)
 
 
 @click.command("list")
@@ -71,7 +61,11 @@ def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[
     help="Only sessions whose workspace (git root, else cwd) contains NEEDLE or is named NEEDLE.",
 )
 @click.option(
-    "--limit", type=click.IntRange(min=0), default=50, show_default=True, help="0 = no limit."
+    "--limit",
+    type=Count(0),
+    default=50,
+    show_default=True,
+    help="0 = no limit.",
 )
 @click.option("--archived", is_flag=True, help="Show archived conversations instead.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -93,49 +87,64 @@ def list_cmd(
     from hermes_es.queries.listing import list_sessions
 
     hermes = get_hermes(ctx)
-    conn = _open_light(hermes)
-    try:
-        rows = list_sessions(
-            conn, sources=sources or None, workspace=workspace, limit=limit, archived=archived
-        )
-    finally:
-        conn.close()
+    rows = []
+    if hermes.backend.exists():  # a fresh profile simply has no sessions yet
+        conn = _open_light(hermes)
+        try:
+            rows = list_sessions(
+                conn, sources=sources or None, workspace=workspace, limit=limit, archived=archived
+            )
+        finally:
+            conn.close()
     if as_json:
         echo_json(rows)
         return
     if not rows:
-        click.echo("no archived sessions" if archived else "no sessions")
+        echo("no archived sessions" if archived else "no sessions")
         return
     term = shutil.get_terminal_size((120, 24)).columns
     preview_w = max(16, min(48, term - 110))
     table = [
         (
-            _clip(r.title or "—", 28),
-            _clip(r.preview or "", preview_w),
+            cell(r.title or "—", 28),
+            cell(r.preview or "", preview_w),
             when(r.last_active),
-            r.source,
-            r.id + (f" (+{r.segments - 1})" if r.segments > 1 else ""),
-            _clip(_short_path(r.workspace), 40),
+            one_line(r.source),
+            one_line(r.id) + (f" (+{r.segments - 1})" if r.segments > 1 else ""),
+            cell(_short_path(r.workspace), 40),
         )
         for r in rows
     ]
     for line in render_table(
         ("TITLE", "PREVIEW", "LAST ACTIVE", "SOURCE", "ID", "WORKSPACE"), table
     ):
-        click.echo(line)
+        echo(line)
+
+
+SNIPPET_OPEN_SHOWN = terminal_text.clean("\x02")
+SNIPPET_CLOSE_SHOWN = terminal_text.clean("\x03")
 
 
 def _highlight(snippet: str, color: bool) -> str:
+    """A snippet with its matches marked: bold yellow on a terminal, ``**`` otherwise.
+
+    Each piece is made safe (:func:`one_line`) before our own styling is added around it.
+    """
+    parts = one_line(snippet.replace("\n", " ")).split(SNIPPET_OPEN_SHOWN)
+    out = [parts[0]]
+    for part in parts[1:]:
+        hit, _, rest = part.partition(SNIPPET_CLOSE_SHOWN)
+        out.append(
+            (terminal_text.styled(hit, bold=True, fg="yellow") if color else f"**{hit}**") + rest
+        )
+    return "".join(out)
+
+
+def _snippet_json(snippet: str) -> str:
+    """The snippet as ``--json`` gives it: matches wrapped in ``**``, text otherwise exact."""
     from hermes_es.queries.snippets import SNIPPET_CLOSE, SNIPPET_OPEN
 
     text = " ".join(snippet.split())
-    if color:
-        parts = text.split(SNIPPET_OPEN)
-        out = [parts[0]]
-        for part in parts[1:]:
-            hit, _, rest = part.partition(SNIPPET_CLOSE)
-            out.append(click.style(hit, bold=True, fg="yellow") + rest)
-        return "".join(out)
     return text.replace(SNIPPET_OPEN, "**").replace(SNIPPET_CLOSE, "**")
 
 
@@ -154,7 +163,7 @@ def _groups_json(groups: Sequence[SearchGroup]) -> list[dict[str, object]]:
                     "at": r.hit.at,
                     "score": r.hit.score,
                     "state": r.hit.state,
-                    "snippet": _highlight(r.hit.snippet, False),
+                    "snippet": _snippet_json(r.hit.snippet),
                     "before": r.before,
                     "after": r.after,
                 }
@@ -177,7 +186,7 @@ def _groups_json(groups: Sequence[SearchGroup]) -> list[dict[str, object]]:
 @click.option(
     "--role", "roles", multiple=True, type=click.Choice(ROLES), help="Only this role (repeatable)."
 )
-@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--limit", type=Count(1), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (matches wrapped in **).")
 @click.pass_context
 def search_cmd(
@@ -196,29 +205,36 @@ def search_cmd(
     """
     from hermes_es.queries.search import search_grouped
 
-    conn = get_hermes(ctx).reader()
-    groups = search_grouped(conn, query, limit=limit, sources=sources or None, roles=roles or None)
+    hermes = get_hermes(ctx)
+    groups: list[SearchGroup] = []
+    if hermes.backend.exists():  # a fresh profile simply has nothing to find
+        groups = search_grouped(
+            hermes.reader(), query, limit=limit, sources=sources or None, roles=roles or None
+        )
     if as_json:
         echo_json(_groups_json(groups))
         return
     if not groups:
-        click.echo("no matches")
+        echo("no matches")
         return
     color = ctx.color if ctx.color is not None else sys.stdout.isatty()
     for g in groups:
         n = len(g.results)
         hits = f"{n} hit{'s' if n != 1 else ''}"
-        head = f"── {g.title or '(untitled)'}  [{g.source}]  {g.tip_id}  {hits}"
-        click.echo(click.style(head, bold=True) if color else head)
+        title, source, tip = (one_line(v) for v in (g.title or "(untitled)", g.source, g.tip_id))
+        head = f"── {title}  [{source}]  {tip}  {hits}"
+        terminal_text.echo_styled(terminal_text.styled(head, bold=True) if color else head)
         for r in g.results:
             where = "" if r.hit.session_id == g.tip_id else f"  in {r.hit.session_id}"
             state = "" if r.hit.state == "active" else f" [{r.hit.state}]"
-            click.echo(f"  #{r.hit.seq} {r.hit.role}{state}  {when(r.hit.at)}{where}")
+            echo(
+                f"  #{r.hit.seq} {one_line(r.hit.role + state)}  {when(r.hit.at)}{one_line(where)}"
+            )
             if r.before is not None:
-                click.echo(f"      ↑ {r.before.role}: {_clip(r.before.text, 90)}")
-            click.echo(f"      » {_highlight(r.hit.snippet, color)}")
+                echo(f"      ↑ {one_line(r.before.role)}: {cell(r.before.text, 90)}")
+            terminal_text.echo_styled(f"      » {_highlight(r.hit.snippet, color)}")
             if r.after is not None:
-                click.echo(f"      ↓ {r.after.role}: {_clip(r.after.text, 90)}")
+                echo(f"      ↓ {one_line(r.after.role)}: {cell(r.after.text, 90)}")
 
 
 def _size(n: int) -> str:
@@ -253,17 +269,17 @@ def stats_cmd(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         echo_json(stats)
         return
-    click.echo(f"store          {_short_path(stats.path)}")
-    click.echo(f"database       {_size(stats.db_bytes)}  (WAL {_size(stats.wal_bytes)})")
-    click.echo(f"conversations  {stats.conversations}  ({stats.sessions} sessions)")
-    click.echo(f"messages       {stats.messages}")
-    click.echo(f"archived       {stats.archived}   pinned {stats.pinned}   ended {stats.ended}")
-    click.echo(f"events         {stats.events}")
+    echo(f"store          {_short_path(stats.path)}")
+    echo(f"database       {_size(stats.db_bytes)}  (WAL {_size(stats.wal_bytes)})")
+    echo(f"conversations  {stats.conversations}  ({stats.sessions} sessions)")
+    echo(f"messages       {stats.messages}")
+    echo(f"archived       {stats.archived}   pinned {stats.pinned}   ended {stats.ended}")
+    echo(f"events         {stats.events}")
     if stats.by_source:
-        click.echo("")
+        echo("")
         table = [
             (s.source, str(s.conversations), str(s.sessions), str(s.messages))
             for s in stats.by_source
         ]
         for line in render_table(("SOURCE", "CONVERSATIONS", "SESSIONS", "MESSAGES"), table):
-            click.echo(line)
+            echo(line)

@@ -10,6 +10,7 @@ import click
 from hermes_es.cli.base import echo_json, get_hermes
 from hermes_es.cli.progress import progress_bar
 from hermes_es.errors import SessionNotFoundError
+from hermes_es.terminal_text import echo
 
 if TYPE_CHECKING:
     from hermes_es.store.backend import StoreBackend
@@ -34,7 +35,7 @@ def rebuild_cmd(ctx: click.Context, quiet: bool) -> None:
     backend = _existing_store(ctx)
     with progress_bar("rebuilding", enabled=not quiet and sys.stderr.isatty()) as update:
         count = backend.rebuild(progress=update)
-    click.echo(f"rebuilt projections from {count} events")
+    echo(f"rebuilt projections from {count} events")
 
 
 @click.command("verify")
@@ -57,9 +58,7 @@ def verify_cmd(ctx: click.Context, as_json: bool, quiet: bool) -> None:
     else:
         for d in diffs:
             mark = "ok  " if d.equal else "DIFF"
-            click.echo(f"{mark} {d.table:<22} live={d.live_rows:<8} rebuilt={d.rebuilt_rows}")
-        click.echo(
-            "projections match the log" if not bad else f"{len(bad)} table(s) differ from the log"
-        )
+            echo(f"{mark} {d.table:<22} live={d.live_rows:<8} rebuilt={d.rebuilt_rows}")
+        echo("projections match the log" if not bad else f"{len(bad)} table(s) differ from the log")
     if bad:
         ctx.exit(1)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from hermes_es.cli.base import Hermes, echo_json, get_hermes
+from hermes_es.terminal_text import echo
 
 if TYPE_CHECKING:
     from hermes_es.commands.prompts_admin import RepairReport, RepairRow
@@ -71,18 +72,18 @@ def _print_refresh(
         echo_json({"holding": holding, "requested": requested, "sessions": targeted})
         return
     noun = "session holds" if holding == 1 else "sessions hold"
-    click.echo(f"{holding} {noun} a stored prompt")
+    echo(f"{holding} {noun} a stored prompt")
     if holding:
         already = holding - requested
         note = f" ({already} already had one pending)" if already else ""
-        click.echo(
+        echo(
             f"refresh requested{note}; each rebuilds its prompt from the current sources "
             "on its next turn"
         )
     elif named:
-        click.echo(f"session {targeted[0]} holds no stored prompt; its next turn builds one")
+        echo(f"session {targeted[0]} holds no stored prompt; its next turn builds one")
     else:
-        click.echo("nothing to refresh")
+        echo("nothing to refresh")
 
 
 @click.command("repair-prompts")
@@ -108,7 +109,7 @@ def repair_prompts_cmd(
         if as_json:
             echo_json({"applied": apply, "counts": {}, "to_clear": 0, "cleared": 0, "sessions": []})
         else:
-            click.echo("no sessions yet; nothing to repair")
+            echo("no sessions yet; nothing to repair")
         return
     report = scan_prompts(hermes.reader(), session_ref)
     if apply and report.to_clear:
@@ -140,19 +141,19 @@ def _print_repair(report: RepairReport) -> None:
     """Print a repair scan for people: notable rows, counts, and what to do next."""
     shown = [row for row in report.rows if report.explicit or row.kind.startswith(("cand", "unv"))]
     for row in shown:
-        click.echo(_row_line(row, report.applied))
+        echo(_row_line(row, report.applied))
     counts = ", ".join(f"{n} {kind}" for kind, n in report.counts.items() if n) or "none"
-    click.echo(f"scanned {len(report.rows)} session(s): {counts}")
+    echo(f"scanned {len(report.rows)} session(s): {counts}")
     pending = report.to_clear
     if report.applied:
         cleared = sum(1 for row in report.rows if row.cleared)
-        click.echo(f"cleared {cleared} stored prompt(s); each rebuilds on its next turn")
+        echo(f"cleared {cleared} stored prompt(s); each rebuilds on its next turn")
     elif pending and report.explicit:
-        click.echo("dry run: the named session's stored prompt will be cleared on --apply")
+        echo("dry run: the named session's stored prompt will be cleared on --apply")
     elif pending:
-        click.echo(f"dry run: {len(pending)} stored prompt(s) would be cleared; rerun with --apply")
+        echo(f"dry run: {len(pending)} stored prompt(s) would be cleared; rerun with --apply")
     else:
-        click.echo("nothing to repair")
+        echo("nothing to repair")
 
 
 def _row_line(row: RepairRow, applied: bool) -> str:

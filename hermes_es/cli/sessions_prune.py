@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hermes_es.cli.base import echo_json, get_hermes, warn_unscrubbed, when
+from hermes_es.cli.base import Count, echo_json, get_hermes, warn_unscrubbed, when
 from hermes_es.errors import HolderError, SessionNotFoundError, ValidationError
+from hermes_es.terminal_text import echo
 
 if TYPE_CHECKING:
     from hermes_es.commands.prune import PrunePlan
@@ -77,16 +78,16 @@ def _show_plan(plan: PrunePlan, as_json: bool) -> None:
         extra = f" +{len(u.members) - 1} segment(s)" if len(u.members) > 1 else ""
         extra += f" +{len(u.delegates)} delegate(s)" if u.delegates else ""
         title = f" {u.tip.title!r}" if u.tip.title else ""
-        click.echo(
+        echo(
             f"  {u.tip.id}{title}  [{u.tip.source}]  last active {when(u.last_active)}"
             f"  {u.messages} msgs{extra}"
         )
     if len(plan.selected) > SHOW_ROWS:
-        click.echo(f"  … and {len(plan.selected) - SHOW_ROWS} more")
+        echo(f"  … and {len(plan.selected) - SHOW_ROWS} more")
     kept = Counter(k.reason for k in plan.kept)
     if kept:
-        click.echo("kept: " + ", ".join(f"{n} {reason}" for reason, n in sorted(kept.items())))
-    click.echo(
+        echo("kept: " + ", ".join(f"{n} {reason}" for reason, n in sorted(kept.items())))
+    echo(
         f"{len(plan.selected)} conversation(s): {plan.sessions} session(s), "
         f"{plan.messages} message(s)"
     )
@@ -101,8 +102,8 @@ def _show_plan(plan: PrunePlan, as_json: bool) -> None:
 @click.option("--source", "sources", multiple=True, metavar="TAG", help="Only this source.")
 @click.option("--title", metavar="TEXT", help="Only conversations whose title contains TEXT.")
 @click.option("--cwd", metavar="NEEDLE", help="Only conversations whose workspace contains it.")
-@click.option("--min-messages", type=click.IntRange(min=0), help="At least this many messages.")
-@click.option("--max-messages", type=click.IntRange(min=0), help="At most this many messages.")
+@click.option("--min-messages", type=Count(0), help="At least this many messages.")
+@click.option("--max-messages", type=Count(0), help="At most this many messages.")
 @click.option("--before", metavar="TIME", help="Last active before TIME (2025-01-31 or 30d).")
 @click.option("--after", metavar="TIME", help="Last active at or after TIME.")
 @click.option("--dry-run", is_flag=True, help="Only show what would be deleted.")
@@ -168,19 +169,19 @@ def prune_cmd(
             _show_plan(plan, True)
         else:
             _show_plan(plan, False)
-            click.echo("nothing to prune")
+            echo("nothing to prune")
         return
     if not as_json or dry_run:
         _show_plan(plan, as_json)
     if dry_run:
         if not as_json:
-            click.echo("dry run: nothing deleted")
+            echo("dry run: nothing deleted")
         return
     if not yes:
         if not sys.stdin.isatty():
             raise ValidationError("refusing to prune without --yes (no terminal to confirm on)")
         if not click.confirm("Delete these for good?", default=False):
-            click.echo("nothing deleted")
+            echo("nothing deleted")
             return
     from hermes_es.cli.progress import progress_bar
 
@@ -190,7 +191,7 @@ def prune_cmd(
     if as_json:
         echo_json({"deleted": [d.session_id for d in done], "kept": plan.kept})
         return
-    click.echo(f"deleted {len(done)} session(s), {sum(d.messages for d in done)} message(s)")
+    echo(f"deleted {len(done)} session(s), {sum(d.messages for d in done)} message(s)")
     warn_unscrubbed(all(d.scrubbed for d in done), hermes.db_path)
 
 
@@ -222,7 +223,7 @@ def optimize_cmd(ctx: click.Context, force: bool, as_json: bool) -> None:
         return
     before = result.db_before + result.wal_before
     after = result.db_after + result.wal_after
-    click.echo(
+    echo(
         f"state.db {_size(result.db_before)} (+ WAL {_size(result.wal_before)}) → "
         f"{_size(result.db_after)} (+ WAL {_size(result.wal_after)}); "
         f"{_size(max(before - after, 0))} reclaimed "

@@ -14,14 +14,22 @@ import msgspec
 from hermes_es import events as ev
 from hermes_es.aggregates import session as agg
 from hermes_es.aggregates.state import SessionState
+from hermes_es.aggregates.validation import DEFAULT_MAX_MESSAGE_BYTES, check_text
 from hermes_es.commands.openai_messages import normalize, send_order, to_openai
 from hermes_es.commands.unit_of_work import Batch, Store
-from hermes_es.errors import InvariantError, SessionNotFoundError, ValidationError
-from hermes_es.ids import new_session_id
+from hermes_es.errors import (
+    HermesError,
+    InvariantError,
+    SessionNotFoundError,
+    StoreError,
+    ValidationError,
+)
+from hermes_es.ids import unused_session_id
 from hermes_es.queries import lookup
+from hermes_es.queries.listing import DEFAULT_HIDDEN_SOURCES
 from hermes_es.queries.resolve import resolve_session
 from hermes_es.queries.search import SearchHit, search_messages
-from hermes_es.store.backend import StoreBackend, is_postgres_url, open_backend
+from hermes_es.store.backend import StoreBackend, is_postgres_url, open_backend, redact_url
 from hermes_es.workspace import workspace_key
 
 MessageLike = ev.Message | Mapping[str, Any]
@@ -79,6 +87,7 @@ class SessionEngine:
         *,
         clock: Callable[[], float] = time.time,
         actor: str = "",
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
         """``target``: a backend, a state.db path, or a ``postgresql://`` URL."""
         self.backend = target if isinstance(target, StoreBackend) else open_backend(target)
@@ -86,6 +95,8 @@ class SessionEngine:
         """Where holder leases are kept (the state.db itself on SQLite)."""
         self.store: Store = self.backend.store(clock=clock)
         self.actor = actor
+        self.max_message_bytes = max_message_bytes
+        """Per-message size limit in UTF-8 bytes (0 = none); appends and edits over it fail."""
         self.store.connection()
 
     @classmethod
@@ -96,12 +107,38 @@ class SessionEngine:
         profile: str | None = None,
         clock: Callable[[], float] = time.time,
         actor: str = "",
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> SessionEngine:
         """Open (creating when needed) the store in a HERMES_HOME, a profile, a .db file, or the
-        PostgreSQL database a ``postgresql://`` URL names."""
-        if is_postgres_url(home_or_db):
-            return cls(open_backend(home_or_db), clock=clock, actor=actor)
-        return cls(db_path_for(home_or_db, profile), clock=clock, actor=actor)
+        PostgreSQL database a ``postgresql://`` URL names.
+
+        Every failure is a ``HermesError``: ``ValidationError`` for a path that cannot name a
+        file, ``StoreError`` for a store that cannot be opened (missing directory, no
+        permission, not a database, damaged, unreachable server).
+        """
+        target: Path | str
+        try:
+            if is_postgres_url(home_or_db):
+                target = str(home_or_db)
+            else:
+                target = db_path_for(home_or_db, profile)
+                os.fspath(target).encode()
+                if "\0" in os.fspath(target):
+                    raise ValueError("embedded NUL character")
+        except (RuntimeError, ValueError, TypeError) as exc:
+            raise ValidationError(
+                f"cannot use {home_or_db!r} as a HERMES_HOME or state.db: {exc}",
+                subject=str(home_or_db),
+            ) from exc
+        try:
+            return cls(target, clock=clock, actor=actor, max_message_bytes=max_message_bytes)
+        except HermesError:
+            raise
+        except Exception as exc:  # SQLite, PostgreSQL, eventsourcing or OS errors
+            shown = redact_url(target) if isinstance(target, str) else str(target)
+            raise StoreError(
+                f"cannot open the session store {shown}: {exc}", subject=shown
+            ) from exc
 
     def close(self) -> None:
         """Close the store's connections."""
@@ -139,6 +176,17 @@ class SessionEngine:
             )
         return sha
 
+    def _fresh_id(self, batch: Batch, source: str) -> str:
+        """A generated id no session (live or deleted) has used: retried with a fresh suffix."""
+
+        def taken(sid: str) -> bool:
+            return bool(batch.load(sid).version) or lookup.was_deleted(batch.conn, sid)
+
+        try:
+            return unused_session_id(source, batch.now, taken)
+        except RuntimeError as exc:
+            raise StoreError(f"could not generate a session id: {exc}") from exc
+
     def _check_title_free(self, batch: Batch, title: str, session_id: str) -> None:
         owner = lookup.title_owner(batch.conn, title)
         if owner and owner != session_id:
@@ -170,9 +218,12 @@ class SessionEngine:
     ) -> str:
         """Create a session and return its id."""
         with self.store.transaction() as batch:
-            sid = session_id or new_session_id(source, batch.now)
-            if batch.load(sid).version:
-                raise ValidationError(f"session {sid} already exists", subject=sid)
+            if session_id:
+                sid = session_id
+                if batch.load(sid).version:
+                    raise ValidationError(f"session {sid} already exists", subject=sid)
+            else:
+                sid = self._fresh_id(batch, source)
             if parent_id:
                 self._existing(batch, parent_id)
             work = cwd if cwd is not None else os.getcwd()
@@ -279,7 +330,9 @@ class SessionEngine:
                         f"({', '.join(sorted(known))}) with new ones",
                         subject=session_id,
                     )
-            events = agg.append(state, drafts, at=batch.now, actor=self.actor)
+            events = agg.append(
+                state, drafts, at=batch.now, actor=self.actor, max_bytes=self.max_message_bytes
+            )
             before = state.next_seq
             batch.record(session_id, events, expected_version=expected_version)
             return list(range(before, before + len(drafts)))
@@ -335,7 +388,9 @@ class SessionEngine:
             state = self._existing(batch, session_id)
             role = lookup.role_of(batch.conn, session_id, seq) or "user"
             draft = to_draft({"role": fields.pop("role", role), "content": content, **fields})
-            events = agg.edit(state, seq, draft, at=batch.now, actor=self.actor)
+            events = agg.edit(
+                state, seq, draft, at=batch.now, actor=self.actor, max_bytes=self.max_message_bytes
+            )
             new_seq = state.next_seq
             batch.record(session_id, events)
             return new_seq
@@ -364,12 +419,18 @@ class SessionEngine:
 
         The child starts with ``summary`` and the ``carry`` messages (the kept tail), gets the
         next free ``#N`` lineage title when the parent has a title, and inherits prompt, tools,
-        model and workspace.
+        model and model config (with the current reasoning effort), launch flags, platform and
+        chat id, and workspace.
         """
         drafts = [to_draft(m) for m in [*summary, *carry]]
         with self.store.transaction() as batch:
             parent = self._existing(batch, session_id)
-            cid = child_id or new_session_id(parent.source, batch.now)
+            cid = child_id or self._fresh_id(batch, parent.source)
+            origin = lookup.started_event(batch.conn, session_id)
+            model_config = dict(origin.model_config) if origin is not None else {}
+            model_config.pop("reasoning_effort", None)
+            if parent.reasoning:
+                model_config["reasoning_effort"] = parent.reasoning
             title = ""
             if parent.title:
                 title = lookup.next_lineage_title(batch.conn, parent.title)
@@ -383,8 +444,11 @@ class SessionEngine:
                 parent_kind="compression",
                 profile=parent.profile,
                 user_id=parent.user_id,
+                platform=origin.platform if origin is not None else "",
+                chat_id=origin.chat_id if origin is not None else "",
                 model=parent.model,
-                model_config={"reasoning_effort": parent.reasoning} if parent.reasoning else {},
+                model_config=model_config,
+                launch_flags=dict(origin.launch_flags) if origin is not None else {},
                 prompt_hash=parent.prompt_hash,
                 tools=parent.tools,
                 cwd=parent.cwd,
@@ -527,7 +591,18 @@ class SessionEngine:
         sources: Sequence[str] | None = None,
         roles: Sequence[str] | None = None,
     ) -> list[SearchHit]:
-        """Full-text search over every stored message (bm25 + snippets)."""
+        """Full-text search over stored messages (bm25 + snippets), best first.
+
+        The default scope is the one ``hermes sessions list`` and ``hermes sessions search``
+        use: automation sources (``DEFAULT_HIDDEN_SOURCES``: cron, kanban, tool) are left out
+        unless ``sources`` names them.
+        """
+        check_text(query, "search query")
         return search_messages(
-            self.store.connection(), query, limit=limit, sources=sources, roles=roles
+            self.store.connection(),
+            query,
+            limit=limit,
+            sources=sources,
+            roles=roles,
+            exclude_sources=() if sources else DEFAULT_HIDDEN_SOURCES,
         )

@@ -33,7 +33,7 @@ from hermes_es.errors import HermesError
 from hermes_es.migrate.hermes_db import HermesDbCounts, LegacyMessage, LegacySession, read_hermes_db
 from hermes_es.queries import lookup
 
-_SOURCE_RE = re.compile(r"^[a-z][a-z0-9_.-]{0,31}$")
+_SOURCE_RE = re.compile(r"[a-z][a-z0-9_.-]{0,31}")
 _STATES = {"live": "active", "compacted": "compacted", "rewound": "rewound"}
 
 
@@ -107,10 +107,10 @@ def to_message(index: int, m: LegacyMessage, skipped: list[str]) -> ev.Message:
 
 
 def _source(raw: str, session_id: str, skipped: list[str]) -> str:
-    if _SOURCE_RE.match(raw):
+    if _SOURCE_RE.fullmatch(raw):
         return raw
     cleaned = re.sub(r"[^a-z0-9_.-]", "-", raw.lower()).strip("-")[:32]
-    fixed = cleaned if _SOURCE_RE.match(cleaned) else "unknown"
+    fixed = cleaned if _SOURCE_RE.fullmatch(cleaned) else "unknown"
     skipped.append(f"session {session_id}: source {raw!r} stored as {fixed!r}")
     return fixed
 

@@ -35,7 +35,7 @@ MERGE_FIRST = 200
 DEFAULT_AGE = 90 * DAY
 """``--older-than`` when no time filter is given."""
 
-_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h|d|w|y)?\s*$", re.IGNORECASE)
+_AGE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(s|m|min|h|d|w|y)?\s*", re.IGNORECASE)
 _UNIT_SECONDS = {
     "s": 1.0,
     "m": 60.0,
@@ -49,7 +49,7 @@ _UNIT_SECONDS = {
 
 def parse_age(text: str) -> float:
     """Seconds in an age like ``30d``, ``12h``, ``2w``, ``45m``, ``1y`` (a bare number is days)."""
-    m = _AGE.match(text)
+    m = _AGE.fullmatch(text)
     if not m:
         raise ValidationError(
             f"invalid age {text!r}: use a number with s, m, h, d, w or y (e.g. 30d)", subject=text

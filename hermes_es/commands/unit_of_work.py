@@ -20,6 +20,7 @@ from eventsourcing.utils import Environment
 
 from hermes_es import events as ev
 from hermes_es.aggregates.state import SessionState, apply, decode_state
+from hermes_es.aggregates.validation import check_text
 from hermes_es.errors import ConflictError, StoreBusyError, StoreError
 from hermes_es.projections.base import Change
 from hermes_es.projections.catalog import ProjectionSet, ensure_schema
@@ -130,6 +131,7 @@ class Batch:
                 actual=state.version,
             )
         for event in events:
+            check_text(event, type(event).__name__)  # nothing undecodable reaches the log
             version = state.version + 1
             apply(state, event, version)
             self._pending.append((session_id, version, event))
@@ -139,6 +141,7 @@ class Batch:
         """Queue events on a stream that has no session state (prompt or receipt streams)."""
         version = self.version_of(stream) + sum(1 for s, _, _ in self._pending if s == stream)
         for event in events:
+            check_text(event, type(event).__name__)
             version += 1
             self._pending.append((stream, version, event))
 

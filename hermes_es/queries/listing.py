@@ -15,11 +15,13 @@ from pathlib import Path
 import apsw
 import msgspec
 
-from hermes_es.queries.lookup import like_escape
-
-PICKER_HIDDEN = ("oneshot", "kanban", "tool")
+DEFAULT_HIDDEN_SOURCES = ("cron", "kanban", "tool")
+"""Automation sources left out by default, the same everywhere: ``hermes sessions list``,
+``hermes sessions search`` and ``SessionEngine.search()``; naming a source (``--source``,
+``sources=``) searches or lists exactly that source."""
+PICKER_HIDDEN = ("oneshot", *DEFAULT_HIDDEN_SOURCES)
 """Sources never offered by session pickers (/sessions, TUI, Desktop, dashboard)."""
-LIST_HIDDEN = ("kanban", "tool")
+LIST_HIDDEN = DEFAULT_HIDDEN_SOURCES
 """Sources ``hermes sessions list`` leaves out by default (one-shot runs are CLI history)."""
 
 
@@ -81,14 +83,12 @@ def _row(r: Sequence[object]) -> SessionRow:
 
 
 def workspace_clause(needle: str) -> tuple[str, list[object]]:
-    """SQL matching ``t.workspace_key`` by path substring or exact directory basename."""
+    """SQL matching ``t.workspace_key`` by path substring (an exact directory basename is one
+    too), case-sensitively like the paths themselves: one rule for both."""
     needle = os.path.expanduser(needle.strip())
     if len(needle) > 1:
         needle = needle.rstrip("/")
-    return (
-        "(instr(t.workspace_key, ?) > 0 OR t.workspace_key LIKE ? ESCAPE '\\')",
-        [needle, "%/" + like_escape(os.path.basename(needle) or needle)],
-    )
+    return "instr(t.workspace_key, ?) > 0", [needle]
 
 
 def list_sessions(

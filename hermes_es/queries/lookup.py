@@ -40,12 +40,12 @@ def title_owner(conn: apsw.Connection, title: str) -> str | None:
     return str(rows[0][0]) if rows else None
 
 
-_VARIANT = re.compile(r"^(?P<base>.*?) #(?P<n>\d+)$")
+_VARIANT = re.compile(r"(?P<base>.*?) #(?P<n>\d+)")
 
 
 def base_title(title: str) -> str:
     """``my project`` for ``my project #3``."""
-    m = _VARIANT.match(title)
+    m = _VARIANT.fullmatch(title)
     return m.group("base") if m else title
 
 
@@ -58,7 +58,7 @@ def next_lineage_title(conn: apsw.Connection, title: str) -> str:
     ).fetchall()
     highest = 1
     for (t,) in rows:
-        m = _VARIANT.match(str(t))
+        m = _VARIANT.fullmatch(str(t))
         if m and m.group("base").lower() == base.lower():
             highest = max(highest, int(m.group("n")))
     return f"{base} #{highest + 1}"

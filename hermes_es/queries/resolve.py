@@ -6,10 +6,26 @@ from collections.abc import Sequence
 
 import apsw
 
-from hermes_es.errors import AmbiguousSessionError, SessionNotFoundError
+from hermes_es.aggregates.validation import MAX_SESSION_ID, MAX_TITLE, check_text
+from hermes_es.errors import AmbiguousSessionError, SessionNotFoundError, ValidationError
 from hermes_es.queries.lookup import base_title, like_escape
 
 LIST_HINT = "run 'hermes sessions list' to see sessions"
+MAX_REFERENCE = max(MAX_SESSION_ID, MAX_TITLE + len(" #999999"))
+"""The longest reference that can name anything: a full id, or a title with its #N variant."""
+
+
+def check_reference(ref: str) -> str:
+    """Refuse, before any query, a reference no session id or title can equal or start with:
+    too long, or not valid Unicode."""
+    if len(ref) > MAX_REFERENCE:
+        raise ValidationError(
+            f"the session reference is {len(ref):,} characters, longer than any session id or "
+            f"title (at most {MAX_REFERENCE}); {LIST_HINT}",
+            subject=ref[:40],
+        )
+    check_text(ref, "session reference")
+    return ref
 
 
 def latest_session(
@@ -70,7 +86,7 @@ def resolve_session(
     conn: apsw.Connection, ref: str, *, sources: Sequence[str] | None = None
 ) -> str:
     """One session id for a full id, ``latest``, a title (newest variant) or a unique prefix."""
-    ref = ref.strip()
+    ref = check_reference(ref).strip()
     if not ref:
         raise SessionNotFoundError(f"no session named; {LIST_HINT}", subject=ref)
     if ref == "latest":

@@ -24,11 +24,12 @@ import msgspec
 
 from hermes_es.queries.bm25 import Candidates
 from hermes_es.queries.fts_query import build_match
+from hermes_es.queries.listing import DEFAULT_HIDDEN_SOURCES
 from hermes_es.queries.snippets import SNIPPET_CLOSE, SNIPPET_OPEN, Highlighter
 
 CANDIDATE_WINDOW = 2000
 """How many most-recent matches the bounded plan ranks before widening."""
-AUTOMATION_SOURCES = ("cron", "kanban", "tool")
+AUTOMATION_SOURCES = DEFAULT_HIDDEN_SOURCES
 """Sources left out of a default search (name them with ``sources`` to search them)."""
 
 

@@ -84,7 +84,8 @@ def messages_of(
     return [_row(r) for r in rows]
 
 
-def _last_version(conn: apsw.Connection, session_id: str) -> int:
+def last_version(conn: apsw.Connection, session_id: str) -> int:
+    """The newest event version of a stream (0 when it has none)."""
     rows = conn.execute(
         "SELECT MAX(originator_version) FROM events WHERE originator_id = ?", (session_id,)
     ).fetchall()
@@ -95,7 +96,7 @@ def messages_as_of(
     conn: apsw.Connection, session_id: str, version: int, *, scope: str = "display"
 ) -> list[TranscriptMessage]:
     """The transcript as it stood at stream ``version`` (1..last), replayed from the log."""
-    last = _last_version(conn, session_id)
+    last = last_version(conn, session_id)
     if not 1 <= version <= last:
         raise ValidationError(
             f"session {session_id} has only {last} events; --as-of must be 1..{last}, "

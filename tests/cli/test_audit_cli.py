@@ -68,10 +68,12 @@ def as_json(result: Result) -> Any:
 
 
 def test_history_lists_every_event(store: Path) -> None:
-    """history prints one line per event with version, type, actor and a summary."""
+    """history prints a header, then one line per event with version, type, actor and a
+    summary."""
     result = run(store, "sessions", "history", SID)
     assert result.exit_code == 0, result.output
-    lines = result.stdout.splitlines()
+    header, *lines = result.stdout.splitlines()
+    assert header.split() == ["VERSION", "TIME", "EVENT", "ACTOR", "SUMMARY"]
     assert len(lines) == 7
     assert lines[0].startswith("v1") and "hermes.session.started" in lines[0]
     assert "'audit me'" in lines[0] and "test" in lines[0]
@@ -153,10 +155,10 @@ def test_show_as_of_text(store: Path) -> None:
 
 
 def test_show_as_of_must_be_positive(store: Path) -> None:
-    """--as-of 0 is refused with a clear error."""
+    """--as-of 0 is a usage error (exit 2) naming the option and its range."""
     result = run(store, "sessions", "show", SID, "--as-of", "0")
-    assert result.exit_code == 1
-    assert "Error: --as-of must be a positive event version, got 0" in result.stderr
+    assert result.exit_code == 2
+    assert "Invalid value for '--as-of'" in result.stderr and "x>=1" in result.stderr
 
 
 @pytest.mark.parametrize("version", ["8", "999"])

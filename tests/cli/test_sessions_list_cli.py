@@ -54,11 +54,13 @@ def test_list_json_with_source_and_workspace(tmp_path: Path) -> None:
     assert [(r["id"], r["root_id"], r["segments"]) for r in rows] == [(ids["tip"], ids["root"], 2)]
 
 
-def test_list_without_store_is_a_domain_error(tmp_path: Path) -> None:
-    """No state.db: exit 1 with Error: on stderr."""
+def test_list_without_store_says_no_sessions(tmp_path: Path) -> None:
+    """No state.db yet (a fresh HERMES_HOME): "no sessions", exit 0, and nothing is created."""
     result = run(tmp_path, "sessions", "list")
-    assert result.exit_code == 1
-    assert "Error: no sessions yet" in result.stderr
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "no sessions\n" and result.stderr == ""
+    assert run(tmp_path, "sessions", "list", "--json").stdout.strip() == "[]"
+    assert not (tmp_path / "state.db").exists()
 
 
 def test_list_bad_limit_is_a_usage_error(tmp_path: Path) -> None:
