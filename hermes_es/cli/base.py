@@ -226,9 +226,13 @@ class Hermes:
     def engine(self) -> SessionEngine:
         """The write-side engine (imports eventsourcing; only write commands call this)."""
         if self._engine is None:
+            from hermes_es.aggregates.validation import DEFAULT_MAX_MESSAGE_BYTES
             from hermes_es.commands.engine import SessionEngine
 
-            limit = self.config().config.sessions.max_message_bytes
+            try:
+                limit = self.config().config.sessions.max_message_bytes
+            except HermesError:  # a broken config.yaml is doctor's to report, not a write's
+                limit = DEFAULT_MAX_MESSAGE_BYTES
             self._engine = SessionEngine(self.backend, actor=actor_name(), max_message_bytes=limit)
         return self._engine
 

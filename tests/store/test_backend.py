@@ -126,13 +126,15 @@ def test_cli_bad_store_url_is_a_clean_error(tmp_path: Path) -> None:
 
 
 def test_cli_missing_store_is_no_sessions_yet(tmp_path: Path) -> None:
-    """Read commands on a store that does not exist say so (exit 1) and create nothing."""
+    """Read commands on a store that does not exist create nothing: ``stats`` says so (exit
+    1), ``list`` simply lists no sessions (exit 0, as on a fresh HERMES_HOME)."""
     target = tmp_path / "none.db"
-    result = CliRunner().invoke(
-        cli, ["--store", str(target), "sessions", "list"], env={"HERMES_HOME": str(tmp_path)}
-    )
+    env = {"HERMES_HOME": str(tmp_path)}
+    result = CliRunner().invoke(cli, ["--store", str(target), "sessions", "stats"], env=env)
     assert result.exit_code == 1
     assert "no sessions yet" in result.output
+    listed = CliRunner().invoke(cli, ["--store", str(target), "sessions", "list"], env=env)
+    assert (listed.exit_code, listed.output) == (0, "no sessions\n")
     assert not target.exists()
 
 
