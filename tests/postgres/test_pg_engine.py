@@ -103,10 +103,12 @@ def test_cli_takes_the_url_from_the_environment(pg_url: str) -> None:
 
 
 def test_cli_empty_database_is_no_sessions_yet(pg_url: str) -> None:
-    """A database without a hermes store is "no sessions yet" (exit 1), and stays empty."""
-    code, out = _run(pg_url, "sessions", "list")
+    """A database without a hermes store: ``stats`` is "no sessions yet" (exit 1), ``list``
+    lists no sessions (exit 0, as on a fresh HERMES_HOME), and the database stays empty."""
+    code, out = _run(pg_url, "sessions", "stats")
     assert code == 1
     assert "no sessions yet" in out
+    assert _run(pg_url, "sessions", "list") == (0, "no sessions\n")
     with psycopg.connect(pg_url) as conn:
         assert conn.execute("SELECT to_regclass('events')").fetchone() == (None,)
 
