@@ -136,8 +136,8 @@ def build_engine(path: Path, work: Workload, timed: int) -> dict[str, float]:
                 log(f"  engine bulk {done:,}/{bulk_n:,} ({time.perf_counter() - started:.0f}s)")
     bulk_s = time.perf_counter() - started
     seen: set[int] = set()
-    append_s = 0.0
-    clock = time.perf_counter
+    append_s = append_cpu = 0.0
+    clock, cpu = time.perf_counter, time.thread_time
     for m in tail:
         sid = work.session_id(m.session)
         if m.session not in seen:
@@ -157,11 +157,12 @@ def build_engine(path: Path, work: Workload, timed: int) -> dict[str, float]:
         if m.tool_call_id:
             fields["tool_call_id"] = m.tool_call_id
             fields["tool_name"] = m.tool_name
-        t0 = clock()
+        t0, c0 = clock(), cpu()
         engine.append_message(sid, m.role, m.content, at=m.at, **fields)
         append_s += clock() - t0
+        append_cpu += cpu() - c0
     engine.close()
-    return {"bulk_s": bulk_s, "append_s": append_s, "appended": len(tail)}
+    return {"bulk_s": bulk_s, "append_s": append_s, "append_cpu": append_cpu, "appended": len(tail)}
 
 
 def _exists(engine: Any, sid: str) -> bool:
@@ -205,15 +206,18 @@ def _floor_db(path: Path) -> Any:
     return conn
 
 
-def floor_batched(path: Path, work: Workload, *, fts: bool = True, per_txn: int = 5000) -> float:
-    """Seconds to insert every workload row, ``per_txn`` a transaction (FTS rows per batch)."""
+def floor_batched(
+    path: Path, work: Workload, *, fts: bool = True, per_txn: int = 5000
+) -> tuple[float, float]:
+    """Wall and CPU seconds to insert every workload row, ``per_txn`` a transaction (FTS rows
+    added per batch by one ``INSERT … SELECT``)."""
     conn = _floor_db(path)
     insert = "INSERT INTO m VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-    seconds = 0.0
+    seconds = cpu_seconds = 0.0
     rows: list[tuple[object, ...]] = []
 
-    def flush() -> float:
-        t0 = time.perf_counter()
+    def flush() -> tuple[float, float]:
+        t0, c0 = time.perf_counter(), time.thread_time()
         with conn:
             conn.executemany(insert, rows)
             if fts:
@@ -221,35 +225,38 @@ def floor_batched(path: Path, work: Workload, *, fts: bool = True, per_txn: int 
                     "INSERT INTO m_fts (rowid, content) SELECT id, content FROM m WHERE id >= ?",
                     (rows[0][0],),
                 )
-        return time.perf_counter() - t0
+        return time.perf_counter() - t0, time.thread_time() - c0
 
     for i, m in enumerate(work.messages()):
         rows.append(_floor_row(work, i, m))
         if len(rows) >= per_txn:
-            seconds += flush()
+            wall, cpu = flush()
+            seconds, cpu_seconds = seconds + wall, cpu_seconds + cpu
             rows = []
     if rows:
-        seconds += flush()
+        wall, cpu = flush()
+        seconds, cpu_seconds = seconds + wall, cpu_seconds + cpu
     conn.close()
-    return seconds
+    return seconds, cpu_seconds
 
 
-def floor_append(path: Path, work: Workload, count: int) -> float:
-    """Seconds for ``count`` raw inserts (row + FTS row), one transaction each."""
+def floor_append(path: Path, work: Workload, count: int) -> tuple[float, float]:
+    """Wall and CPU seconds for ``count`` raw inserts (row + FTS row), one transaction each."""
     conn = _floor_db(path)
-    seconds = 0.0
-    clock = time.perf_counter
+    seconds = cpu_seconds = 0.0
+    clock, cpu = time.perf_counter, time.thread_time
     for i, m in enumerate(work.messages()):
         if i >= count:
             break
         row = _floor_row(work, i, m)
-        t0 = clock()
+        t0, c0 = clock(), cpu()
         with conn:
             conn.execute("INSERT INTO m VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
             conn.execute("INSERT INTO m_fts (rowid, content) VALUES (?, ?)", (row[0], row[3]))
         seconds += clock() - t0
+        cpu_seconds += cpu() - c0
     conn.close()
-    return seconds
+    return seconds, cpu_seconds
 
 
 # -- bytes ----------------------------------------------------------------------------------------
@@ -445,21 +452,28 @@ def bench_list(venv: Path, sessions: int, runs: int) -> None:
 # -- rebuild, import, migration ------------------------------------------------------------------
 
 
-def bench_rebuild(ours: Path, work: Workload, floor_s: float) -> None:
+def _timed_call(fn: Callable[[], Any]) -> tuple[Any, float, float]:
+    """``fn()``'s result, wall seconds and this thread's CPU seconds."""
+    t0, c0 = time.perf_counter(), time.thread_time()
+    result = fn()
+    return result, time.perf_counter() - t0, time.thread_time() - c0
+
+
+def bench_rebuild(ours: Path, work: Workload, floor: tuple[float, float]) -> None:
     """Rebuild every projection of the engine store against the batched floor."""
     from hermes_es.projections.rebuild import rebuild
 
-    t0 = time.perf_counter()
-    events = rebuild(ours)
-    took = time.perf_counter() - t0
+    events, took, cpu = _timed_call(lambda: rebuild(ours))
     emit(
-        BENCH, "rebuild", value=events / took, unit="events/s", floor=work.n / floor_s,
-        ratio=round(floor_s / took, 3), target=0.8, ok=floor_s / took >= 0.8, events=events,
-        messages=work.n,
+        BENCH, "rebuild", value=events / took, unit="events/s", floor=work.n / floor[0],
+        ratio=round(floor[0] / took, 3), cpu_ratio=round(floor[1] / cpu, 3), target=0.8,
+        ok=floor[0] / took >= 0.8, events=events, messages=work.n,
     )  # fmt: skip
 
 
-def bench_import(ours: Path, theirs: Path | None, work: Workload, floors: dict[str, float]) -> None:
+def bench_import(
+    ours: Path, theirs: Path | None, work: Workload, floors: dict[str, tuple[float, float]]
+) -> None:
     """Backup import and Hermes migration into fresh stores, against the raw batched insert."""
     from hermes_es.commands.engine import SessionEngine
     from hermes_es.commands.export import ExportOptions, export_sessions
@@ -475,27 +489,26 @@ def bench_import(ours: Path, theirs: Path | None, work: Workload, floors: dict[s
     export_sessions(conn, scratch / "backup", ids, ExportOptions(fmt="jsonl", max_messages=0))
     engine.close()
     target = SessionEngine(scratch / "imported.db")
-    t0 = time.perf_counter()
-    import_backups(target.store, [scratch / "backup"], max_messages=0)
-    took = time.perf_counter() - t0
+    _, took, cpu = _timed_call(
+        lambda: import_backups(target.store, [scratch / "backup"], max_messages=0)
+    )
     target.close()
-    fts, plain = floors["batched"], floors["batched_plain"]
+    (fts, fts_cpu), (plain, _) = floors["batched"], floors["batched_plain"]
     emit(
         BENCH, "import_backup", value=work.n / took, unit="msgs/s", floor=work.n / fts,
-        ratio=round(fts / took, 3), plain_floor=work.n / plain, plain_ratio=round(plain / took, 3),
-        target=0.4, ok=fts / took >= 0.4, messages=work.n,
+        ratio=round(fts / took, 3), cpu_ratio=round(fts_cpu / cpu, 3), plain_floor=work.n / plain,
+        plain_ratio=round(plain / took, 3), target=0.4, ok=fts / took >= 0.4, messages=work.n,
     )  # fmt: skip
     if theirs is None:
         shutil.rmtree(scratch, ignore_errors=True)
         return
     target = SessionEngine(scratch / "migrated.db")
-    t0 = time.perf_counter()
-    report = import_hermes_db(target.store, theirs, max_messages=0)
-    took = time.perf_counter() - t0
+    report, took, cpu = _timed_call(lambda: import_hermes_db(target.store, theirs, max_messages=0))
     target.close()
     emit(
         BENCH, "migrate_hermes", value=report.imported_messages / took, unit="msgs/s",
-        floor=work.n / fts, ratio=round(fts / took, 3), plain_floor=work.n / plain,
+        floor=work.n / fts, ratio=round(fts / took, 3), cpu_ratio=round(fts_cpu / cpu, 3),
+        plain_floor=work.n / plain,
         plain_ratio=round(plain / took, 3), target=0.4, ok=fts / took >= 0.4,
         messages=report.imported_messages, sessions=report.imported_sessions,
     )  # fmt: skip
@@ -532,10 +545,13 @@ def run_size(venv: Path | None, n: int, args: argparse.Namespace) -> None:
     if "append" in figures:
         mine_rate = timed / mine["append_s"]
         hers_rate = timed / h["append_s"] if h else None
+        floor_wall, floor_cpu = floors["append"]
         emit(
             BENCH, "append", value=mine_rate, unit="msgs/s", hermes=hers_rate,
             vs_hermes=ratio(mine_rate, hers_rate) if hers_rate else None,
-            floor=timed / floors["append"], ratio=round(floors["append"] / mine["append_s"], 3),
+            vs_hermes_cpu=ratio(h["append_cpu"], mine["append_cpu"]) if h else None,
+            floor=timed / floor_wall, ratio=round(floor_wall / mine["append_s"], 3),
+            cpu_ratio=round(floor_cpu / mine["append_cpu"], 3),
             target=">= 3x Hermes", ok=mine_rate >= 3 * hers_rate if hers_rate else None,
             appended=timed, messages=n,
         )  # fmt: skip

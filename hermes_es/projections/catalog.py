@@ -22,10 +22,19 @@ from hermes_es.store.schema import EVENTS_SCHEMA
 TRACKING_NAME = "projections"
 """Reader name under which the projections' log position is tracked."""
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """Projection layout: 1 first; 2 head state in the sessions row; 3 FTS prefix index (2, 3);
 4 platform, chat_id, model_config, launch_flags columns in sessions (docs/schema.md);
-5 messages keep reasoning_content and token_count."""
+5 messages keep reasoning_content and token_count; 6 ``sessions_last_active`` index
+(sessions list at 100,000 sessions)."""
+
+
+def _add_indexes(conn: apsw.Connection) -> None:
+    ProjectionSet().create_indexes(conn)
+
+
+UPGRADES: dict[int, Callable[[apsw.Connection], None]] = {5: _add_indexes}
+"""Layout upgrades that need no replay: from the key's version to the next one."""
 
 
 class ProjectionSet:
@@ -142,7 +151,8 @@ def ensure_schema(conn: apsw.Connection) -> None:
     """Create the event log, tracking and projection tables when missing.
 
     A store whose projections have an older layout gets them dropped and replayed from the
-    log in the same transaction: projections are derived data, the log is the truth.
+    log in the same transaction: projections are derived data, the log is the truth. Layouts
+    that differ only by an index (``UPGRADES``) get the index instead of a replay.
     """
     _ensure_schema(conn)
     from hermes_es.projections.leftovers import clean_leftovers
@@ -160,6 +170,12 @@ def _ensure_schema(conn: apsw.Connection) -> None:
             return  # another process migrated it while this one waited for the lock
         for statement in EVENTS_SCHEMA:
             conn.execute(statement)
+        while user_version in UPGRADES and user_version < SCHEMA_VERSION:
+            UPGRADES[user_version](conn)
+            user_version += 1
+        if user_version == SCHEMA_VERSION:
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            return
         live = ProjectionSet()
         if user_version:
             for table in live.tables():

@@ -96,6 +96,10 @@ class SessionsProjector:
             "CREATE INDEX IF NOT EXISTS sessions_workspace ON sessions (workspace_key)",
             "CREATE INDEX IF NOT EXISTS sessions_chat ON sessions (platform, chat_id)"
             " WHERE chat_id <> ''",
+            # Lists and ``latest`` walk sessions newest-first and stop after a page: without
+            # it every row (and its per-chain subqueries) was read and sorted (3 s at 100k).
+            "CREATE INDEX IF NOT EXISTS sessions_last_active ON sessions"
+            " (last_active DESC, id DESC)",
         ]
 
     def apply(self, conn: apsw.Connection, change: Change) -> None:

@@ -201,9 +201,10 @@ def test_older_projection_layout_is_replayed_from_the_log(tmp_path: Path) -> Non
     conn = connect(db)
     conn.execute("DELETE FROM sessions; DELETE FROM messages")
     conn.execute("CREATE TABLE session_heads (id TEXT PRIMARY KEY, version INT, state BLOB)")
-    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
+    conn.execute("PRAGMA user_version = 1")  # layout 1: heads apart, older tables
     conn.close()
     conn = connect(db)
+    assert conn.execute("PRAGMA user_version").fetchall()[0][0] == SCHEMA_VERSION
     assert conn.execute("SELECT title FROM sessions").fetchall() == [("old layout",)]
     assert conn.execute("SELECT content FROM messages").fetchall() == [
         ("kept across the migration",)
@@ -211,6 +212,28 @@ def test_older_projection_layout_is_replayed_from_the_log(tmp_path: Path) -> Non
     assert not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'session_heads'").fetchall()
     conn.close()
     assert all(d.equal for d in verify(db))
+
+
+def test_an_index_only_layout_upgrade_adds_the_index_without_a_replay(tmp_path: Path) -> None:
+    """Layout 5 differs from 6 by one index: opening creates it and replays nothing."""
+    from hermes_es.commands.engine import SessionEngine
+    from hermes_es.projections.catalog import SCHEMA_VERSION, connect
+
+    with SessionEngine.open(tmp_path) as engine:
+        sid = engine.start_session("cli", cwd=str(tmp_path))
+        engine.append_message(sid, "user", "one")
+    db = tmp_path / "state.db"
+    conn = connect(db)
+    conn.execute("DROP INDEX sessions_last_active")
+    conn.execute("UPDATE sessions SET preview = 'marker of no replay'")
+    conn.execute("PRAGMA user_version = 5")
+    conn.close()
+    conn = connect(db)
+    assert conn.execute("PRAGMA user_version").fetchall()[0][0] == SCHEMA_VERSION
+    assert conn.execute("SELECT preview FROM sessions").fetchall() == [("marker of no replay",)]
+    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")]
+    assert "sessions_last_active" in names
+    conn.close()
 
 
 def test_session_deleted_during_a_rebuild_stays_deleted(tmp_path: Path) -> None:

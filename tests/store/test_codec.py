@@ -132,6 +132,10 @@ def test_a_store_written_by_the_release_before_opens_and_upgrades(tmp_path: Path
         as_of = [[m.seq, m.role, m.content] for m in messages_as_of(conn, "fixture-one", 4)]
         assert as_of == expected["as_of_4"]
         assert conn.execute("PRAGMA user_version").fetchall()[0][0] == SCHEMA_VERSION
+        plan = conn.execute(
+            "EXPLAIN QUERY PLAN SELECT id FROM sessions ORDER BY last_active DESC, id DESC LIMIT 5"
+        ).fetchall()
+        assert "sessions_last_active" in str(plan)
         assert [h.session_id for h in engine.search("snake_case_name")] == ["fixture-one"]
         # New events land compressed beside the old plain ones; both decode.
         engine.append_message("fixture-one", "user", "a new message after the upgrade " * 3)
