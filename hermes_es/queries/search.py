@@ -190,6 +190,21 @@ def search_messages(
         return _ranked(conn, match, None, limit, where, params)
     if plan != "bounded":
         raise ValueError(f"unknown search plan {plan!r}")
+    if " AND " in match and "*" not in match:
+        # Several terms with few matches together (the window would hold them all): FTS5
+        # ranks them in C with the same bm25, instead of the window plan counting each
+        # term's own matches for its idf. Prefix queries keep the window plan (it expands
+        # one-letter prefixes); one-term queries gain nothing (measured).
+        count = conn.execute(
+            "SELECT COUNT(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?"
+            " LIMIT ?)",
+            (match, window + 1),
+        ).fetchall()[0][0]
+        if count <= window:
+            ranked = conn.execute(
+                "SELECT rank, rowid FROM messages_fts WHERE messages_fts MATCH ?", (match,)
+            ).fetchall()
+            return hits_from(conn, query, sorted(ranked), limit, where, params)
     candidates = Candidates(conn, query)
     pool: list[tuple[float, int]] = []
     below: int | None = None
