@@ -192,8 +192,10 @@ class Batch:
             Change(position=p, stream=s, version=v, event=e)
             for p, (s, v, e) in zip(positions, self._pending, strict=True)
         ]
-        streams = {s for s, _, _ in self._pending}
-        touched = {s: st for s, st in self.states.items() if s in streams}
+        # From the pending streams, not by scanning every state loaded so far: one long batch
+        # (an import) flushes once per session and would otherwise scan them all each time.
+        states = self.states
+        touched = {s: states[s] for s, _, _ in self._pending if s in states}
         self.store.projections.apply(self.conn, changes, touched, self.before)
         for sid in touched:
             self.before[sid] = msgspec.structs.replace(touched[sid])
