@@ -197,9 +197,14 @@ def scrub_wal(store: Store) -> bool:
     own = getattr(store, "scrub_after_delete", None)
     if own is not None:  # a server store vacuums the touched tables instead (PostgreSQL)
         return bool(own())
+    import apsw
+
     from hermes_es.store.scrub import scrub, start_finisher
 
-    done = scrub(store.connection(), store.path, reason="delete", wait_ms=SCRUB_WAIT_MS)
+    conn = store.connection()
+    if not isinstance(conn, apsw.Connection):
+        return True  # not a SQLite file, and the store has no scrub of its own
+    done = scrub(conn, store.path, reason="delete", wait_ms=SCRUB_WAIT_MS)
     if not done:
         start_finisher(store.path)
     return done

@@ -32,6 +32,7 @@ from hermes_es.commands.unit_of_work import Batch, Store
 from hermes_es.errors import HermesError
 from hermes_es.migrate.hermes_db import HermesDbCounts, LegacyMessage, LegacySession, read_hermes_db
 from hermes_es.queries import lookup
+from hermes_es.store.decoding import decode_row
 
 _SOURCE_RE = re.compile(r"[a-z][a-z0-9_.-]{0,31}")
 _STATES = {"live": "active", "compacted": "compacted", "rewound": "rewound"}
@@ -264,11 +265,12 @@ def _recorded_usage(batch: Batch, session_id: str) -> ev.TokenUsageRecorded:
     total: dict[str, Any] = {name: 0 for name, _ in _USAGE_FIELDS}
     costs: dict[str, float | None] = {name: None for name, _ in _COST_FIELDS}
     rows = batch.conn.execute(
-        "SELECT topic, state FROM events WHERE originator_id = ? AND topic = ?",
+        "SELECT topic, state, originator_version, id FROM events"
+        " WHERE originator_id = ? AND topic = ?",
         (session_id, ev.TokenUsageRecorded.topic),
     ).fetchall()
-    for topic, data in rows:
-        event = ev.decode(topic, data)
+    for topic, data, version, position in rows:
+        event = decode_row(topic, data, stream=session_id, version=version, position=position)
         assert isinstance(event, ev.TokenUsageRecorded)
         for name, _ in _USAGE_FIELDS:
             total[name] += getattr(event, name)

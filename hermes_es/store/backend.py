@@ -136,7 +136,7 @@ class SqliteBackend(StoreBackend):
         return rebuild(self.path, progress=progress)
 
     def verify(self, progress: Progress | None = None) -> list[TableDiff]:
-        """Replay into a scratch file beside state.db and compare checksums."""
+        """Replay into a private, unlinked temporary database and compare checksums."""
         from hermes_es.projections.rebuild import verify
 
         return verify(self.path, progress=progress)

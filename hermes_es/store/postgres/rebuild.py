@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, cast
 
-from hermes_es import events as ev
 from hermes_es.projections.base import Change
 from hermes_es.projections.catalog import get_position, set_position
 from hermes_es.projections.rebuild import BATCH, Progress, Replayer, TableDiff
+from hermes_es.store.decoding import decode_row
 from hermes_es.store.postgres.connection import PgConnection
 from hermes_es.store.postgres.projections import PgProjectionSet
 
@@ -41,7 +41,12 @@ def log_batches(conn: PgConnection, after: int, upto: int | None = None) -> Iter
         if not batch:
             return
         yield [
-            Change(position=r[0], stream=r[1], version=r[2], event=ev.decode(r[3], bytes(r[4])))
+            Change(
+                position=r[0],
+                stream=r[1],
+                version=r[2],
+                event=decode_row(r[3], bytes(r[4]), stream=r[1], version=r[2], position=r[0]),
+            )
             for r in batch
         ]
         last = batch[-1][0]
