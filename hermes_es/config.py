@@ -23,15 +23,31 @@ Positive = Annotated[int, msgspec.Meta(ge=1)]
 NonNegativeFloat = Annotated[float, msgspec.Meta(ge=0)]
 
 
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+"""Reasoning efforts ``model.reasoning_effort`` and ``/reasoning`` accept."""
+
+
 class ModelConfig(msgspec.Struct, frozen=True, kw_only=True):
-    """The model endpoint new sessions use."""
+    """The model endpoint new sessions use (each default here is the only one)."""
 
     provider: str = "offline"
+    """``offline`` (built in, no network) or ``openai`` (any chat-completions endpoint)."""
     name: str = "hermes-offline"
+    """Model name sent to the endpoint."""
     base_url: str = ""
+    """Endpoint base URL, e.g. ``http://127.0.0.1:8080/v1`` (or ``OPENAI_BASE_URL``)."""
     api_key: str = ""
+    """Bearer key (else ``HERMES_API_KEY`` or ``OPENAI_API_KEY``)."""
     timeout: Annotated[float, msgspec.Meta(gt=0)] = 60.0
-    reasoning_effort: str = "medium"
+    """Seconds allowed for connecting and for each read."""
+    max_retries: NonNegative = 0
+    """Retries of a failed request (network errors, timeouts, 408/409/429/5xx)."""
+    can_see_images: bool = False
+    """Send image attachments as image parts (else a one-time text description is kept)."""
+    stream: bool = True
+    """Stream replies as they arrive (server-sent events)."""
+    reasoning_effort: ReasoningEffort = "medium"
+    """Reasoning effort sent from a session's first turn (``/reasoning`` changes it)."""
 
 
 class DisplayConfig(msgspec.Struct, frozen=True, kw_only=True):

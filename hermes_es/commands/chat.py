@@ -264,7 +264,12 @@ class Chat:
         self.pending_attachments: list[Path] = []
         state = engine.get(session_id)
         self.model = model or state.model or config.model.name
-        self.reasoning = reasoning if reasoning is not None else state.reasoning or None
+        # /reasoning level, else the profile's default effort, sent from the first turn on
+        self.reasoning = (
+            reasoning
+            if reasoning is not None
+            else state.reasoning or config.model.reasoning_effort
+        )
         self._meta = state
         self._prompt_text: str | None = None
         self.version = state.version
@@ -681,7 +686,11 @@ class Chat:
 
     def set_reasoning(self, level: str) -> None:
         """Record a ``/reasoning`` level (kept across resumes)."""
-        allowed = ("none", "minimal", "low", "medium", "high", "xhigh")
+        from typing import get_args
+
+        from hermes_es.config import ReasoningEffort
+
+        allowed = get_args(ReasoningEffort)
         if level not in allowed:
             raise ValidationError(
                 f"reasoning level must be one of {', '.join(allowed)}, got {level!r}",

@@ -54,15 +54,23 @@ def _build_reason(state: SessionState) -> str:
     return "first_turn"
 
 
-def repin_tools_on_resume(engine: SessionEngine, session_id: str, tools: Sequence[str]) -> bool:
-    """Re-pin the session's full tool surface when its pin is missing or memory-only.
+def repin_tools_on_resume(
+    engine: SessionEngine,
+    session_id: str,
+    tools: Sequence[str],
+    *,
+    toolsets_changed: bool = False,
+) -> bool:
+    """Re-pin the session's tool surface on resume: when its pin is missing or memory-only, or
+    when the profile's toolsets changed since the session last ran (``toolsets_changed``).
 
-    Returns whether a new pin was recorded. A full pin is left alone: a session keeps its
-    tool list. Call it when a session is resumed, before its next turn.
+    Returns whether a new pin was recorded. Otherwise a full pin is left alone: a session
+    keeps its tool list (``refresh-prompts`` never changes it). Call it when a session is
+    resumed, before its next turn.
     """
     state = engine.get(session_id)
     current = state.tools
-    if current is not None and not is_memory_only(current):
+    if current is not None and not is_memory_only(current) and not toolsets_changed:
         return False
     wanted = sorted(set(tools))
     if not wanted or current == wanted:

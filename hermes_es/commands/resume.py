@@ -34,6 +34,7 @@ from hermes_es.queries.resolve import LIST_HINT, chain_tip, latest_session, reso
 from hermes_es.workspace import workspace_key
 
 if TYPE_CHECKING:
+    from hermes_es.aggregates.state import SessionState
     from hermes_es.commands.engine import SessionEngine
 
 BARE = ""
@@ -123,6 +124,14 @@ def last_pickup(conn: apsw.Connection, session_id: str) -> dict[str, Any]:
     return dict(pickup) if isinstance(pickup, Mapping) else {}
 
 
+def caller_prompt(state: SessionState) -> bool:
+    """True when the session runs on a system prompt its creator supplied (an API start with
+    ``system_prompt``, a migrated Hermes session) and hermes never rebuilt: a resume's config
+    pickup leaves those bytes alone; only ``refresh-prompts`` rebuilds them."""
+    supplied_at_start = bool(state.prompt_hash) and state.prompt_version == 1
+    return supplied_at_start and (not state.parent_id or bool(state.imported_from))
+
+
 class Resumed(msgspec.Struct, frozen=True, kw_only=True):
     """What a resume recorded and what the chat should run with."""
 
@@ -146,16 +155,29 @@ def record_resume(engine: SessionEngine, session_id: str, config: HermesConfig) 
 
     conn = engine.store.connection()
     fingerprint = config_fingerprint(config)
-    changed = changed_pickup_keys(last_pickup(conn, session_id), fingerprint)
+    before = last_pickup(conn, session_id)
+    # A session that never ran under a profile config (started through the API, migrated)
+    # has nothing to compare with: this resume records its first fingerprint.
+    changed = changed_pickup_keys(before, fingerprint) if before else []
     state = engine.resume(session_id, fingerprint)
-    repinned = repin_tools_on_resume(engine, session_id, tools_for_toolsets(config.toolsets))
-    if changed and state.prompt_hash and not state.refresh_pending:
+    repinned = repin_tools_on_resume(
+        engine,
+        session_id,
+        tools_for_toolsets(config.toolsets),
+        toolsets_changed="toolsets" in changed,
+    )
+    if (
+        changed
+        and state.prompt_hash
+        and not state.refresh_pending
+        and not caller_prompt(engine.get(session_id))
+    ):
         engine.request_prompt_refresh([session_id])
     started = started_event(conn, session_id)
     return Resumed(
         session_id=session_id,
         model=state.model or config.model.name,
-        reasoning=state.reasoning or config.model.reasoning_effort or None,
+        reasoning=state.reasoning or config.model.reasoning_effort,
         launch_flags=dict(started.launch_flags) if started else {},
         cwd=state.cwd,
         changed=changed,

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from hermes_es.config import ModelConfig
 from hermes_es.errors import ConfigError
 from hermes_es.responders.base import Responder
 from hermes_es.responders.offline import OfflineResponder
@@ -14,9 +15,10 @@ from hermes_es.responders.openai_compat import OpenAICompatResponder
 PROVIDERS = ("offline", "openai")
 """Known values of ``model.provider``; ``offline`` is the default."""
 
-DEFAULT_TIMEOUT = 60.0
+_DEFAULTS = ModelConfig()
+DEFAULT_TIMEOUT = _DEFAULTS.timeout
 """Seconds allowed for connecting and for each read when ``model.timeout`` is not set (the
-same default as ``ModelConfig.timeout``)."""
+default of ``ModelConfig.timeout``, the one place defaults live)."""
 
 _MISSING = object()
 
@@ -75,8 +77,8 @@ def _openai_responder(config: Mapping[str, Any], env: Mapping[str, str]) -> Open
         api_key=api_key,
         timeout=_timeout(config),
         max_retries=_max_retries(config),
-        can_see_images=_flag(config, "can_see_images"),
-        stream=_flag(config, "stream", default=True),
+        can_see_images=_flag(config, "can_see_images", default=_DEFAULTS.can_see_images),
+        stream=_flag(config, "stream", default=_DEFAULTS.stream),
     )
 
 
@@ -123,7 +125,7 @@ def _timeout(config: Mapping[str, Any]) -> float:
 
 def _max_retries(config: Mapping[str, Any]) -> int:
     """Return ``model.max_retries``: a whole number, zero or more."""
-    value = _setting(config, "max_retries", 0)
+    value = _setting(config, "max_retries", _DEFAULTS.max_retries)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(
             f"model.max_retries must be a whole number >= 0, got {value!r}",
