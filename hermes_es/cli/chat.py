@@ -330,15 +330,25 @@ class ChatApp:
             self._crumb(session_id)
         return chat
 
-    def new_session(self, title: str = "") -> Chat:
-        """Start a fresh session (``/new [NAME]``) in the current directory."""
+    def new_session(
+        self,
+        title: str = "",
+        *,
+        source: str | None = None,
+        parent_id: str = "",
+        parent_kind: str = "",
+    ) -> Chat:
+        """Start a fresh session (``/new [NAME]``, ``/reset``) in the current directory; a
+        failure (a taken title) changes nothing, the current chat included."""
         from hermes_es.commands.resume import WRITER_KIND
         from hermes_es.config import config_fingerprint
 
         model = self.model_override or self.config.model.name
         engine = self.engine
         sid = engine.start_session(
-            self.source,
+            source or self.source,
+            parent_id=parent_id,
+            parent_kind=parent_kind,
             title=title.strip(),
             profile=self.hermes.profile or "default",
             model=model,

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 PROMPT = "hermes> "
 HELP = """Commands:
   /new [NAME]        start a fresh session (optionally titled)
+  /reset [NAME]      start a new conversation linked to this one (parent link: reset)
   /title NAME        set this session's title
   /compress          archive older turns behind a summary
   /rewind [N]        remove the last N turns (default 1)
@@ -104,13 +105,38 @@ def _end_current(app: ChatApp, reason: str) -> None:
             app.engine.end_session(chat.session_id, reason)
 
 
+def _switch_to_new(app: ChatApp, title: str, *, parent_kind: str = "") -> Chat:
+    """Start the new session first (a taken title fails here, changing nothing), then end the
+    one the chat leaves."""
+    old = app.chat
+    leaving = old.session_id if old is not None else ""
+    writable = old is not None and not app.read_only and app.check_taken_over() is None
+    source = "cli" if app.source == "oneshot" else app.source
+    chat = app.new_session(
+        title,
+        source=source,
+        parent_id=leaving if parent_kind else "",
+        parent_kind=parent_kind,
+    )
+    app.source = source
+    if writable:
+        with contextlib.suppress(HermesError):
+            app.engine.end_session(leaving, "new_session")
+        if not parent_kind:  # a /reset keeps the session it links to, used or not
+            app.discard_if_unused(leaving)
+    return chat
+
+
 def _new(app: ChatApp, arg: str) -> None:
-    _end_current(app, "new_session")
-    if app.chat is not None:
-        app.discard_if_unused(app.chat.session_id)
-    app.source = "cli" if app.source == "oneshot" else app.source
-    chat = app.new_session(arg)
+    chat = _switch_to_new(app, arg)
     echo(f"New session {chat.session_id}" + (f' "{one_line(arg)}"' if arg else ""))
+
+
+def _reset(app: ChatApp, arg: str) -> None:
+    assert app.chat is not None
+    before = app.chat.session_id
+    chat = _switch_to_new(app, arg, parent_kind="reset")
+    echo(f"Reset: new conversation {chat.session_id} (continues from {before})")
 
 
 def _title(app: ChatApp, arg: str) -> None:
@@ -211,6 +237,7 @@ def _help(app: ChatApp, _: str) -> None:
 
 COMMANDS: dict[str, Callable[[ChatApp, str], None]] = {
     "/new": _new,
+    "/reset": _reset,
     "/title": _title,
     "/compress": _compress,
     "/rewind": _rewind,

@@ -149,3 +149,31 @@ def test_second_chat_on_held_session_is_offered_a_choice(tmp_path: Path) -> None
     )
     assert [c for s, c in users if s == shared] == ["from first", "first again"]
     assert [c for s, c in users if s != shared] == ["from first", "from branch"]
+
+
+def test_reset_starts_a_linked_conversation_and_failed_new_changes_nothing(tmp_path: Path) -> None:
+    """/reset links the new session with parent kind 'reset'; /new with a taken title fails,
+    leaves the chat on its session (not ended), and the next turn gives no stale warning."""
+    assert run(tmp_path, "/new", "taken", "-q", "first").returncode == 0
+    child = spawn(tmp_path)
+    child.expect_exact(PROMPT)
+    say(child, "hello")
+    out = say(child, "/reset")
+    assert "Reset: new conversation" in out
+    [(child_id, parent_id, kind)] = rows(
+        tmp_path, "SELECT id, parent_id, parent_kind FROM sessions WHERE parent_kind = 'reset'"
+    )
+    ended = rows(tmp_path, "SELECT ended, end_reason FROM sessions WHERE id = ?", parent_id)
+    assert kind == "reset" and ended == [(1, "new_session")]
+    out = say(child, "/new taken")
+    assert "already used" in out
+    out = say(child, "still here")
+    assert "changed by another writer" not in out and "still here" in out
+    assert rows(tmp_path, "SELECT ended FROM sessions WHERE id = ?", child_id) == [(0,)]
+    last = rows(
+        tmp_path,
+        "SELECT session_id FROM messages WHERE role = 'user' ORDER BY at DESC, seq DESC LIMIT 1",
+    )
+    assert last == [(child_id,)]
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
