@@ -266,9 +266,7 @@ class Chat:
         self.model = model or state.model or config.model.name
         # /reasoning level, else the profile's default effort, sent from the first turn on
         self.reasoning = (
-            reasoning
-            if reasoning is not None
-            else state.reasoning or config.model.reasoning_effort
+            reasoning if reasoning is not None else state.reasoning or config.model.reasoning_effort
         )
         self._meta = state
         self._prompt_text: str | None = None
