@@ -59,6 +59,15 @@ def adapt_sql(sql: str) -> str:
     return done
 
 
+def _returns_rows(sql: str, cur: psycopg.Cursor[Any]) -> bool:
+    """Whether to fetch: in pipeline mode ``description`` is unknown until a sync, so a
+    statement that yields rows is recognised by its text (fetching then forces the sync)."""
+    if cur.description is not None:
+        return True
+    head = sql.lstrip()[:6].upper()
+    return head in ("SELECT", "WITH", "VALUES", "PRAGMA") or " RETURNING " in sql.upper()
+
+
 class PgCursor:
     """The rows of one executed statement (fetched eagerly, so the connection is free again)."""
 
@@ -149,7 +158,7 @@ class PgConnection:
         with self._conn() as conn, translated():
             cur = conn.cursor(row_factory=tuple_row)
             cur.execute(adapt_sql(sql), tuple(params or ()))
-            rows = list(cur.fetchall()) if cur.description else []
+            rows = list(cur.fetchall()) if _returns_rows(sql, cur) else []
             self._changes = max(cur.rowcount, 0)
             return PgCursor(rows, self._changes)
 
@@ -160,7 +169,10 @@ class PgConnection:
             return
         with self._conn() as conn, translated():
             cur = conn.cursor()
-            cur.executemany(adapt_sql(sql), batch)
+            if len(batch) == 1:  # one row: a plain execute saves executemany's pipeline sync
+                cur.execute(adapt_sql(sql), batch[0])
+            else:
+                cur.executemany(adapt_sql(sql), batch)
             self._changes = max(cur.rowcount, 0)
 
     def execute_pg(self, sql: str, params: Sequence[Any] | None = None) -> PgCursor:
@@ -168,7 +180,7 @@ class PgConnection:
         with self._conn() as conn, translated():
             cur = conn.cursor(row_factory=tuple_row)
             cur.execute(sql, params)
-            rows = list(cur.fetchall()) if cur.description else []
+            rows = list(cur.fetchall()) if _returns_rows(sql, cur) else []
             self._changes = max(cur.rowcount, 0)
             return PgCursor(rows, self._changes)
 

@@ -22,10 +22,16 @@ from eventsourcing.persistence import (
     IntegrityError,
     OperationalError,
     PersistenceError,
+    ProgrammingError,
     StoredEvent,
 )
-from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from eventsourcing.postgres import (
+    PostgresAggregateRecorder,
+    PostgresApplicationRecorder,
+    PostgresDatastore,
+)
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.sql import SQL, Identifier
 
 from hermes_es.commands.unit_of_work import Batch
 from hermes_es.errors import ConfigError, ConflictError, StoreBusyError, StoreError
@@ -103,9 +109,15 @@ class PgEventLog:
             for s in stored_events
         ]
         with raw.cursor() as curs:
-            self.recorder._insert_stored_events(curs, packed)
-            ids = self.recorder._fetch_ids_after_insert_events(curs, packed)
-        return list(ids or [])
+            # The transaction took the recorder's table lock when it began, so only the
+            # recorder's NOTIFY and INSERT remain (its lock statements would repeat it).
+            self.recorder._notify_channel(curs)
+            PostgresAggregateRecorder._insert_stored_events(self.recorder, curs, packed)
+            # Fetching the RETURNING rows forces a sync when the transaction is pipelined.
+            ids = [int(row["notification_id"]) for row in curs.fetchall()]
+        if len(ids) != len(packed):
+            raise ProgrammingError(f"got {len(ids)} notification ids for {len(packed)} events")
+        return ids
 
     def _delete_events(self, conn: Any, originator_id: str) -> int:
         """Physically remove a stream's events; returns how many went."""
@@ -136,6 +148,10 @@ class PgStore:
             self.datastore.close()
             raise
         self.recorder = PgEventLog(self.pg_recorder)
+        self._lock_sql = SQL(
+            "SET LOCAL lock_timeout = '{0}s'; LOCK TABLE {1}.{2} IN EXCLUSIVE MODE"
+        ).format(LOCK_TIMEOUT_S, Identifier(self.datastore.schema), Identifier(EVENTS_TABLE))
+        """The recorder's own lock statements, sent in one round trip."""
 
     def connection(self) -> Any:
         """The connection adapter the queries use (statements borrow pooled connections)."""
@@ -184,12 +200,14 @@ class PgStore:
                     batch.flush()
                 return
             with conn.transaction() as raw:
-                with raw.cursor() as curs:
-                    for statement in self.pg_recorder.lock_table_statements:
-                        curs.execute(statement)
+                with raw.cursor() as curs:  # both lock statements in one round trip
+                    curs.execute(self._lock_sql)
                 batch = Batch(cast(Any, self), cast(Any, conn))
                 yield batch
-                batch.flush()
+                # The projection writes return nothing: pipelined, they share round trips
+                # (a statement whose rows are read forces a sync, see PgConnection.execute).
+                with raw.pipeline():
+                    batch.flush()
 
     def scrub_after_delete(self) -> bool:
         """After a committed delete: rewrite the touched tables so no deleted text stays in them.
