@@ -204,13 +204,13 @@ _STOP_VALUES = frozenset(
         "token",
     }
 )
-_MASKED_RE = re.compile(r"^[*xX.•#_-]+$")
-_PLACEHOLDER_RE = re.compile(r"^\$|^%\w+%$|\$\{|\{\{|^<[^>]*>$|os\.environ|getenv|^\.\.\.$")
+_MASKED_RE = re.compile(r"^[*xX.•#_-]+\Z")
+_PLACEHOLDER_RE = re.compile(r"^\$|^%\w+%\Z|\$\{|\{\{|^<[^>]*>\Z|os\.environ|getenv|^\.\.\.\Z")
 _PATH_RE = re.compile(r"^(?:~?/|\.{1,2}/|[A-Za-z]:\\)")
 _CODE_CHARS_RE = re.compile(r"[()\[\]{}]")
-_DOTTED_RE = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
-_IDENT_RE = re.compile(r"^[A-Za-z_]\w*$")
-_WORDLIKE_RE = re.compile(r"^(?:[a-z]+|[A-Z][a-z]+)$")
+_DOTTED_RE = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\Z")
+_IDENT_RE = re.compile(r"^[A-Za-z_]\w*\Z")
+_WORDLIKE_RE = re.compile(r"^(?:[a-z]+|[A-Z][a-z]+)\Z")
 
 
 def _is_variable_name(value: str) -> bool:

@@ -58,7 +58,7 @@ def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[
     "--workspace",
     metavar="NEEDLE",
     default=None,
-    help="Only sessions whose workspace (git root, else cwd) contains NEEDLE or is named NEEDLE.",
+    help="Only sessions whose workspace (git root, else cwd) contains NEEDLE (case-sensitive).",
 )
 @click.option(
     "--limit",
@@ -79,8 +79,9 @@ def list_cmd(
     as_json: bool,
 ) -> None:
     """List conversations, newest activity first: title, preview, last active, source, id and
-    workspace. A conversation split by compression is one row (its live tip). kanban and tool
-    runs are left out unless you name them with --source; one-shot runs are listed.
+    workspace. A conversation split by compression is one row (its live tip). cron, kanban and
+    tool runs are left out unless you name them with --source (the same default scope as
+    'hermes sessions search'); one-shot runs are listed.
 
     Example: hermes sessions list --workspace my-project --limit 10
     """
