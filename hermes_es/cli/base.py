@@ -136,7 +136,8 @@ class HermesGroup(click.Group):
             sys.stdout.flush()
         except BrokenPipeError:
             _quiet_broken_pipe()
-        sys.exit(rv if isinstance(rv, int) else 0)
+        # rv is an exit code only when it came from ctx.exit(code); commands return None
+        sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
