@@ -50,6 +50,9 @@ def doctor_cmd(ctx: click.Context, full: bool, strict: bool, as_json: bool) -> N
     from hermes_es.commands.doctor import run_doctor
 
     hermes = get_hermes(ctx)
+    if hermes.backend.kind != "sqlite":
+        _doctor_server(ctx, full, as_json)
+        return
     report = run_doctor(hermes.dir, os.environ, full=full)
     code = report.exit_code(strict=strict)
     if as_json:
@@ -107,3 +110,50 @@ def _print_report(report: DoctorReport) -> None:
     else:
         console.print("[green]everything looks healthy[/]")
     console.print(f"[dim]state.db tables, columns and events: {escape(schema_doc())}[/]")
+
+
+def _doctor_server(ctx: click.Context, full: bool, as_json: bool) -> None:
+    """A server store: is it there, and (with --full) do its projections match the log.
+
+    The state.db checks (integrity_check, WAL size, holders of the file) do not apply to a
+    PostgreSQL database; the server's own monitoring covers its health.
+    """
+    backend = get_hermes(ctx).backend
+    findings: list[dict[str, str]] = []
+    if backend.exists():
+        findings.append({"level": "ok", "check": "store", "message": f"{backend.location}"})
+        if full:
+            bad = [d.table for d in backend.verify() if not d.equal]
+            findings.append(
+                {
+                    "level": "error",
+                    "check": "projections",
+                    "message": "differ from the log in "
+                    + ", ".join(bad)
+                    + "; fix: hermes sessions rebuild-projections",
+                }
+                if bad
+                else {"level": "ok", "check": "projections", "message": "match the log"}
+            )
+    else:
+        findings.append(
+            {
+                "level": "info",
+                "check": "store",
+                "message": f"no store yet at {backend.location}; it is created by the first"
+                " session",
+            }
+        )
+    failed = any(f["level"] == "error" for f in findings)
+    if as_json:
+        echo_json({"ok": not failed, "store": backend.location, "findings": findings})
+    else:
+        from hermes_es.terminal_text import clean
+
+        click.echo(f"hermes doctor {clean(backend.location)}")
+        for f in findings:
+            mark = _STYLE.get(f["level"], (f["level"], ""))[0]
+            click.echo(f"  {mark:<5} {f['check']:<20} {clean(f['message'])}")
+        click.echo("something is wrong" if failed else "everything looks healthy")
+    if failed:
+        ctx.exit(1)

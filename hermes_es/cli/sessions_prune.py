@@ -213,6 +213,16 @@ def optimize_cmd(ctx: click.Context, force: bool, as_json: bool) -> None:
     from hermes_es.commands.optimize import optimize_store
 
     hermes = get_hermes(ctx)
+    if hermes.backend.kind != "sqlite":
+        from hermes_es.errors import InvariantError
+
+        where = hermes.backend.location
+        raise InvariantError(
+            f"sessions optimize rewrites a SQLite state.db; the store is {where}, which"
+            " PostgreSQL's autovacuum maintains (deletes also rewrite the tables they touch);"
+            " nothing was changed",
+            subject=where,
+        )
     if not hermes.backend.exists():
         raise SessionNotFoundError(f"no store at {hermes.db_path}", subject=str(hermes.db_path))
     if not force:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -126,3 +127,62 @@ def test_unreachable_server_on_the_python_api() -> None:
     """``SessionEngine.open`` on a dead server raises StoreError naming the store."""
     with pytest.raises(StoreError, match=r"127\.0\.0\.1:1"):
         SessionEngine.open("postgresql://postgres@127.0.0.1:1/x")
+
+
+def test_curation_chat_and_prune_on_postgres(pg_url: str, tmp_path: Path) -> None:
+    """rename, pin, archive, a one-shot chat and a dry-run prune work on a server store, and
+    no state.db appears in the profile."""
+    with SessionEngine.open(pg_url, actor="test") as eng:
+        sid = eng.start_session("cli", title="t1", cwd="/w")
+        eng.append_message(sid, "user", "hello there")
+    env = {"HERMES_HOME": str(tmp_path)}
+    runner = CliRunner()
+    for args in (
+        ["sessions", "rename", sid, "renamed"],
+        ["sessions", "pin", sid],
+        ["sessions", "archive", sid],
+        ["sessions", "unarchive", sid],
+        ["-q", "hello", "--model", "offline"],
+        ["sessions", "prune", "--older-than", "0d", "--dry-run"],
+    ):
+        result = runner.invoke(cli, ["--store", pg_url, *args], env=env)
+        assert result.exit_code == 0, (args, result.output)
+    with SessionEngine.open(pg_url) as eng:
+        state = eng.get(sid)
+        assert (state.title, state.pinned, state.archived) == ("renamed", True, "")
+        assert eng.search("hello", limit=10)
+    assert not (tmp_path / "state.db").exists()
+
+
+def test_optimize_is_refused_on_postgres(pg_url: str, tmp_path: Path) -> None:
+    """``sessions optimize`` (a SQLite file rewrite) is refused by name on a server store."""
+    with SessionEngine.open(pg_url) as eng:
+        eng.start_session("cli", cwd="")
+    result = CliRunner().invoke(
+        cli, ["--store", pg_url, "sessions", "optimize"], env={"HERMES_HOME": str(tmp_path)}
+    )
+    assert result.exit_code == 1
+    assert "rewrites a SQLite state.db" in result.output and "nothing was changed" in result.output
+    assert not (tmp_path / "state.db").exists()
+
+
+def test_doctor_on_postgres(pg_url: str, tmp_path: Path) -> None:
+    """doctor names the server store; with --full it verifies the projections and reports a
+    drifted table as an error (exit 1)."""
+    env = {"HERMES_HOME": str(tmp_path)}
+    result = CliRunner().invoke(cli, ["--store", pg_url, "doctor", "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["findings"][0]["level"] == "info"
+    with SessionEngine.open(pg_url) as eng:
+        sid = eng.start_session("cli", cwd="")
+        eng.append_message(sid, "user", "x")
+    result = CliRunner().invoke(cli, ["--store", pg_url, "doctor", "--full"], env=env)
+    assert result.exit_code == 0, result.output
+    assert "match the log" in result.output
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("UPDATE sessions SET title = 'tampered'")
+    result = CliRunner().invoke(cli, ["--store", pg_url, "doctor", "--full", "--json"], env=env)
+    assert result.exit_code == 1
+    report = json.loads(result.output)
+    assert report["ok"] is False
+    assert "sessions" in report["findings"][-1]["message"]
