@@ -186,3 +186,39 @@ def test_doctor_on_postgres(pg_url: str, tmp_path: Path) -> None:
     report = json.loads(result.output)
     assert report["ok"] is False
     assert "sessions" in report["findings"][-1]["message"]
+
+
+def test_concurrent_first_opens_create_one_store(pg_url: str) -> None:
+    """Three processes opening a fresh database at once all succeed (one creates the store)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from hermes_es.commands.engine import SessionEngine\n"
+        "with SessionEngine.open(sys.argv[1]) as eng:\n"
+        "    eng.start_session('cli', cwd='')\n"
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script, pg_url], stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], errors
+    with SessionEngine.open(pg_url) as eng:
+        assert eng.store.connection().execute("SELECT COUNT(*) FROM sessions").fetchall() == [(3,)]
+
+
+def test_other_layout_is_replayed_from_the_log(pg_url: str) -> None:
+    """A store whose recorded projection layout differs gets its projections dropped and
+    replayed from the log when opened: the sessions and their search come back."""
+    with SessionEngine.open(pg_url) as eng:
+        sid = eng.start_session("cli", cwd="", title="kept")
+        eng.append_message(sid, "user", "findable words")
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("UPDATE hermes_meta SET value = 'old' WHERE key = 'schema_version'")
+        conn.execute("DELETE FROM messages")  # drift the old layout leaves is replaced
+    with SessionEngine.open(pg_url) as eng:
+        assert eng.get(sid).title == "kept"
+        assert [h.session_id for h in eng.search("findable")] == [sid]
+        assert [d.table for d in eng.backend.verify() if not d.equal] == []
