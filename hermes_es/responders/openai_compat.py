@@ -13,6 +13,8 @@ been handed to ``on_delta``.
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -308,6 +310,23 @@ class OpenAICompatResponder:
 
         assembly = _Assembly()
         events = EventSource(response).iter_sse()
+        with _wake_on_cancel(response, cancel):
+            try:
+                return self._read_events(events, assembly, chosen, sink, cancel)
+            except (httpx.TransportError, httpx.StreamError):
+                if cancel is None or not cancel.is_set():
+                    raise
+        return assembly.result(chosen, interrupted=True)  # cancelled while a read was blocked
+
+    def _read_events(
+        self,
+        events: Iterator[Any],
+        assembly: _Assembly,
+        chosen: str,
+        sink: _Sink,
+        cancel: threading.Event | None,
+    ) -> TurnResult:
+        """Assemble the answer from its events (stopping once ``cancel`` is set)."""
         number = 0
         for event in _until_cancelled(events, cancel):
             data = event.data.strip()
@@ -456,6 +475,34 @@ class _Assembly:
             model=self.model or chosen,
             interrupted=interrupted,
         )
+
+
+@contextlib.contextmanager
+def _wake_on_cancel(response: httpx.Response, cancel: threading.Event | None) -> Iterator[None]:
+    """While the block runs, a set ``cancel`` shuts the connection's socket down, so a read
+    blocked on a stalled stream returns at once (closing alone does not wake it)."""
+    if cancel is None:
+        yield
+        return
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            if cancel.wait(0.05):
+                stream = response.extensions.get("network_stream")
+                sock = stream.get_extra_info("socket") if stream is not None else None
+                if sock is not None and not done.is_set():
+                    with contextlib.suppress(OSError):
+                        sock.shutdown(socket.SHUT_RDWR)
+                return
+
+    watcher = threading.Thread(target=watch, name="hermes-stream-cancel", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
 
 
 def _until_cancelled(events: Iterator[Any], cancel: threading.Event | None) -> Iterator[Any]:

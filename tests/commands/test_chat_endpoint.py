@@ -169,3 +169,26 @@ def test_cancel_keeps_the_streamed_part_marked_interrupted(tmp_path: Path) -> No
         out.reply,
         "interrupted",
     )
+
+
+def test_cancel_wakes_a_read_blocked_on_a_stalled_stream(tmp_path: Path) -> None:
+    """A stream that stalls after its first piece is cut at once by cancel, the piece kept."""
+    import time
+
+    work = _workspace(tmp_path)
+    cancel = threading.Event()
+
+    def on_event(event: TurnEvent) -> None:
+        if isinstance(event, ReplyDelta):
+            threading.Timer(0.3, cancel.set).start()  # while the next read blocks
+
+    with (
+        fake_model(slow_delay=20.0) as server,
+        SessionEngine.open(tmp_path / "state.db") as engine,
+    ):
+        chat = _chat(engine, work, server)
+        started = time.monotonic()
+        out = chat.send("slow 3", on_event=on_event, cancel=cancel)
+        waited = time.monotonic() - started
+    assert out.interrupted and out.reply.startswith("piece0")
+    assert waited < 10, waited
