@@ -59,6 +59,27 @@ class SessionState(msgspec.Struct, kw_only=True):
     continued_into: str = ""
     imported_from: str = ""
     preview: str = ""
+    turns_admitted: int = 0
+    """Turns admitted by a gateway so far (the last turn number)."""
+    turn_queue: list[int] = []
+    """Admitted turns waiting to start, first in first out."""
+    turn_running: int = 0
+    """The turn running now (0 when none)."""
+    turn_epoch: int = 0
+    """The gateway epoch that started the running turn."""
+    turns_unknown: list[int] = []
+    """Turns started by an earlier gateway epoch that never finished; followers wait."""
+    recent_submissions: list[tuple[str, int]] = []
+    """The last client submission ids and the turns they were admitted as (bounded)."""
+
+    @property
+    def turn_state(self) -> str:
+        """unknown | running | queued | '' (idle): what the session's turns are doing."""
+        if self.turns_unknown:
+            return "unknown"
+        if self.turn_running:
+            return "running"
+        return "queued" if self.turn_queue else ""
 
     def is_active(self, seq: int) -> bool:
         """True when message ``seq`` is part of the live model context."""
@@ -240,7 +261,48 @@ def apply(state: SessionState, event: ev.Event, version: int) -> SessionState:
         state.prompt_version = version
     elif isinstance(event, ev.ToolsPinned):
         state.tools = list(event.tools)
+    elif isinstance(event, _TURN_EVENTS):
+        _apply_turn(state, event)
     return state
+
+
+RECENT_SUBMISSIONS = 256
+"""How many submission ids a session remembers for idempotent admission."""
+
+_TURN_EVENTS = (
+    ev.TurnAdmitted,
+    ev.TurnStarted,
+    ev.TurnFinished,
+    ev.TurnUnknown,
+    ev.TurnResolved,
+)
+
+
+def _apply_turn(state: SessionState, event: ev.Event) -> None:
+    """Fold a turn lifecycle event."""
+    if isinstance(event, ev.TurnAdmitted):
+        state.turns_admitted = max(state.turns_admitted, event.turn)
+        state.turn_queue = [*state.turn_queue, event.turn]
+        recent = [*state.recent_submissions, (event.submission_id, event.turn)]
+        state.recent_submissions = recent[-RECENT_SUBMISSIONS:]
+        state.last_active = event.at
+    elif isinstance(event, ev.TurnStarted):
+        state.turn_queue = [t for t in state.turn_queue if t != event.turn]
+        state.turn_running = event.turn
+        state.turn_epoch = event.epoch
+    elif isinstance(event, ev.TurnFinished):
+        state.turn_queue = [t for t in state.turn_queue if t != event.turn]
+        if state.turn_running == event.turn:
+            state.turn_running = 0
+            state.turn_epoch = 0
+        state.last_active = max(state.last_active, event.at)
+    elif isinstance(event, ev.TurnUnknown):
+        if state.turn_running == event.turn:
+            state.turn_running = 0
+            state.turn_epoch = 0
+        state.turns_unknown = [*state.turns_unknown, event.turn]
+    elif isinstance(event, ev.TurnResolved):
+        state.turns_unknown = [t for t in state.turns_unknown if t != event.turn]
 
 
 def fold(session_id: str, stream: Iterable[tuple[int, ev.Event]]) -> SessionState:

@@ -38,11 +38,14 @@ SESSIONS_COMMANDS = {
     # stored prompts
     "refresh-prompts": "hermes_es.cli.sessions_prompts:refresh_prompts_cmd",
     "repair-prompts": "hermes_es.cli.sessions_prompts:repair_prompts_cmd",
+    # turns a gateway left unknown
+    "resolve": "hermes_es.cli.sessions_turns:resolve_cmd",
 }
 
 ROOT_COMMANDS = {
     "chat": "hermes_es.cli.chat:chat_cmd",
     "doctor": "hermes_es.cli.doctor:doctor_cmd",
+    "gateway": "hermes_es.cli.gateway:gateway_group",
 }
 
 

@@ -86,8 +86,14 @@ def show_cmd(
         messages = messages_as_of(conn, sid, as_of, scope=scope)
     else:
         messages = messages_of(conn, sid, scope=scope)
+    from hermes_es.queries.turns import head as head_state
+
+    state = head_state(conn, sid)
+    turn_state = state.turn_state if state is not None else ""
     if as_json:
-        echo_json({"session_id": sid, "as_of": as_of, "messages": messages})
+        echo_json(
+            {"session_id": sid, "as_of": as_of, "turn_state": turn_state, "messages": messages}
+        )
         return
     if as_of is not None:
         last = last_version(conn, sid)
@@ -97,6 +103,13 @@ def show_cmd(
         )
     if not messages:
         echo("(no messages)")
+    if state is not None and state.turns_unknown:
+        echo(
+            f"⚠ turn {state.turns_unknown[0]} is unknown: a gateway stopped while it ran, so its"
+            f" outcome was not recorded; queued turns wait. Resolve it: hermes sessions resolve"
+            f" {sid} --discard",
+            err=True,
+        )
     for m in messages:
         flags = "" if m.state == "active" else f" [{m.state}]"
         if m.imported:

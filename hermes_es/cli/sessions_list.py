@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import click
+import msgspec
 
 from hermes_es import terminal_text
 from hermes_es.cli.base import Count, Hermes, echo_json, get_hermes, when
@@ -86,19 +87,22 @@ def list_cmd(
     Example: hermes sessions list --workspace my-project --limit 10
     """
     from hermes_es.queries.listing import list_sessions
+    from hermes_es.queries.turns import turn_states
 
     hermes = get_hermes(ctx)
     rows = []
+    turns: dict[str, str] = {}
     if hermes.backend.exists():  # a fresh profile simply has no sessions yet
         conn = _open_light(hermes)
         try:
             rows = list_sessions(
                 conn, sources=sources or None, workspace=workspace, limit=limit, archived=archived
             )
+            turns = turn_states(conn, [r.id for r in rows])
         finally:
             conn.close()
     if as_json:
-        echo_json(rows)
+        echo_json([{**msgspec.to_builtins(r), "turn_state": turns.get(r.id, "")} for r in rows])
         return
     if not rows:
         echo("no archived sessions" if archived else "no sessions")
@@ -111,7 +115,9 @@ def list_cmd(
             cell(r.preview or "", preview_w),
             when(r.last_active),
             one_line(r.source),
-            one_line(r.id) + (f" (+{r.segments - 1})" if r.segments > 1 else ""),
+            one_line(r.id)
+            + (f" (+{r.segments - 1})" if r.segments > 1 else "")
+            + (f" [{turns[r.id]} turn]" if r.id in turns else ""),
             cell(_short_path(r.workspace), 40),
         )
         for r in rows

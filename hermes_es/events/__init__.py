@@ -50,6 +50,16 @@ from hermes_es.events.session import (
     SessionStarted,
     WorkspaceChanged,
 )
+from hermes_es.events.turns import (
+    RESOLUTIONS,
+    TURN_OUTCOMES,
+    GatewayEpochBegan,
+    TurnAdmitted,
+    TurnFinished,
+    TurnResolved,
+    TurnStarted,
+    TurnUnknown,
+)
 
 DISPLAY_TOPICS = frozenset(
     {
@@ -66,9 +76,12 @@ DISPLAY_TOPICS = frozenset(
 __all__ = [
     "DISPLAY_TOPICS",
     "PARENT_KINDS",
+    "RESOLUTIONS",
     "ROLES",
+    "TURN_OUTCOMES",
     "CompactedInPlace",
     "Event",
+    "GatewayEpochBegan",
     "HistoryImported",
     "Media",
     "Message",
@@ -95,7 +108,12 @@ __all__ = [
     "TokenUsageRecorded",
     "ToolCall",
     "ToolsPinned",
+    "TurnAdmitted",
     "TurnAppended",
+    "TurnFinished",
+    "TurnResolved",
+    "TurnStarted",
+    "TurnUnknown",
     "WorkspaceChanged",
     "all_topics",
     "decode",

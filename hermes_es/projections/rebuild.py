@@ -31,7 +31,7 @@ Progress = Callable[[int, int], None]
 """Called with (events replayed, events in the log)."""
 
 BATCH = 5000
-NON_SESSION_PREFIXES = ("prompt:", "receipt:")
+NON_SESSION_PREFIXES = ("prompt:", "receipt:", "gateway:")
 
 
 def is_session_stream(stream: str) -> bool:

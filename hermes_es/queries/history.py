@@ -89,6 +89,20 @@ def summarize(event: ev.Event) -> str:
         return f"tools pinned: {', '.join(event.tools) or '(none)'}"
     if isinstance(event, ev.SessionHidden):
         return "hidden" if event.hidden else "shown"
+    if isinstance(event, ev.TurnAdmitted):
+        return f"turn {event.turn} admitted from {event.client_kind}: {_clip(event.text)}"
+    if isinstance(event, ev.TurnStarted):
+        return f"turn {event.turn} started (epoch {event.epoch})"
+    if isinstance(event, ev.TurnFinished):
+        error = f": {_clip(event.error)}" if event.error else ""
+        return f"turn {event.turn} {event.outcome}{error}"
+    if isinstance(event, ev.TurnUnknown):
+        return (
+            f"turn {event.turn} unknown (started in epoch {event.epoch}, gateway restarted"
+            f" as epoch {event.detected_epoch})"
+        )
+    if isinstance(event, ev.TurnResolved):
+        return f"turn {event.turn} resolved ({event.resolution})"
     return event.topic.rsplit(".", 1)[-1].replace("_", " ")
 
 

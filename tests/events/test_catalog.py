@@ -61,6 +61,12 @@ SAMPLES: list[ev.Event] = [
     ev.SystemPromptRebuilt(at=1.0, prompt_hash="11" * 32, reason="first_turn"),
     ev.StoredPromptCleared(at=1.0),
     ev.ToolsPinned(at=1.0, tools=["a", "b"]),
+    ev.GatewayEpochBegan(at=1.0, epoch=1, instance_id="i1", pid=42),
+    ev.TurnAdmitted(at=1.0, turn=1, submission_id="s1", client_kind="cli", text="hi"),
+    ev.TurnStarted(at=1.0, turn=1, epoch=1),
+    ev.TurnFinished(at=1.0, turn=1, outcome="completed", seqs=[0, 1]),
+    ev.TurnUnknown(at=1.0, turn=1, epoch=1, detected_epoch=2),
+    ev.TurnResolved(at=1.0, turn=1, resolution="discard"),
 ]
 
 

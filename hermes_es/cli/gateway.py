@@ -1,0 +1,217 @@
+"""``hermes gateway run|start|stop|status|ensure``: the profile's gateway process.
+
+``run`` stays in the foreground; ``start`` runs it in the background (pid and log under the
+profile: ``gateway.pid``, ``gateway.log``); ``stop`` sends SIGTERM (it drains) and waits;
+``status`` says whether one runs; ``ensure`` starts one when needed and prints its endpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+import click
+
+from hermes_es.cli.base import LazyGroup, echo_json, get_hermes
+from hermes_es.errors import HermesError
+
+START_TIMEOUT = 30.0
+
+
+class GatewayCliError(HermesError):
+    """A gateway lifecycle command failed."""
+
+
+def _endpoint_info(profile_dir: Any) -> dict[str, Any] | None:
+    from hermes_es.gateway.client import _alive
+    from hermes_es.gateway.paths import GatewayPaths, read_endpoint
+
+    paths = GatewayPaths(profile_dir)
+    endpoint = read_endpoint(paths)
+    if endpoint is None or not _alive(endpoint.pid):
+        return None
+    return {
+        "running": True,
+        "pid": endpoint.pid,
+        "host": endpoint.host,
+        "port": endpoint.port,
+        "url": endpoint.ws_url,
+        "instance_id": endpoint.instance_id,
+        "epoch": endpoint.epoch,
+        "profile": endpoint.profile,
+        "started_at": endpoint.started_at,
+        "socket": str(paths.socket),
+    }
+
+
+@click.group("gateway", cls=LazyGroup)
+def gateway_group() -> None:
+    """Run the gateway: the one owner of a profile's sessions (attach, queued turns, recovery).
+
+    Example: hermes gateway start && hermes gateway status
+    """
+
+
+@gateway_group.command("run")
+@click.option(
+    "--drain",
+    "drain_s",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Seconds SIGTERM waits for running turns.",
+)
+@click.pass_context
+def run_cmd(ctx: click.Context, drain_s: float) -> None:
+    """Run the gateway in the foreground until SIGTERM or Ctrl-C.
+
+    Example: hermes gateway run -p work
+    """
+    from hermes_es.gateway.server import run
+
+    hermes = get_hermes(ctx)
+    run(hermes.home, hermes.profile, drain_s=drain_s)
+
+
+def _start(ctx: click.Context) -> dict[str, Any]:
+    hermes = get_hermes(ctx)
+    info = _endpoint_info(hermes.dir)
+    if info is not None:
+        return {**info, "started": False}
+    from hermes_es.gateway.paths import GatewayPaths
+
+    paths = GatewayPaths(hermes.dir)
+    hermes.dir.mkdir(parents=True, exist_ok=True)
+    args = [sys.executable, "-c", "from hermes_es.cli import main; main()"]
+    if hermes.profile:
+        args += ["-p", hermes.profile]
+    args += ["gateway", "run"]
+    with open(paths.log, "ab") as log:
+        os.chmod(paths.log, 0o600)
+        proc = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            close_fds=True,
+        )
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        info = _endpoint_info(hermes.dir)
+        if info is not None and info["pid"] == proc.pid:
+            return {**info, "started": True, "log": str(paths.log)}
+        code = proc.poll()
+        if code is not None:
+            tail = paths.log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+            last = tail[-1] if tail else "no output"
+            raise GatewayCliError(f"the gateway exited with code {code}: {last} (log: {paths.log})")
+        time.sleep(0.05)
+    raise GatewayCliError(
+        f"the gateway did not become ready in {START_TIMEOUT:.0f} s (log: {paths.log})"
+    )
+
+
+@gateway_group.command("start")
+@click.option("--json", "as_json", is_flag=True, help="Print the endpoint as JSON.")
+@click.pass_context
+def start_cmd(ctx: click.Context, as_json: bool) -> None:
+    """Start the gateway in the background (pid and log under the profile).
+
+    Example: hermes gateway start
+    """
+    info = _start(ctx)
+    if as_json:
+        echo_json(info)
+    elif info["started"]:
+        click.echo(f"gateway started: pid {info['pid']}, {info['url']} (log: {info['log']})")
+    else:
+        click.echo(f"gateway already running: pid {info['pid']}, {info['url']}")
+
+
+@gateway_group.command("ensure")
+@click.option("--json", "as_json", is_flag=True, help="Print the endpoint as JSON.")
+@click.pass_context
+def ensure_cmd(ctx: click.Context, as_json: bool) -> None:
+    """Start the gateway if it is not running, then print its endpoint.
+
+    Example: hermes gateway ensure --json
+    """
+    info = _start(ctx)
+    if as_json:
+        echo_json(info)
+    else:
+        click.echo(info["url"])
+
+
+@gateway_group.command("stop")
+@click.option(
+    "--timeout",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Seconds to wait for it to drain and exit.",
+)
+@click.pass_context
+def stop_cmd(ctx: click.Context, timeout: float) -> None:
+    """Stop the gateway: no new turns, running ones finish, then it exits.
+
+    Example: hermes gateway stop
+    """
+    from hermes_es.gateway.client import _alive
+    from hermes_es.gateway.paths import GatewayPaths
+
+    hermes = get_hermes(ctx)
+    paths = GatewayPaths(hermes.dir)
+    info = _endpoint_info(hermes.dir)
+    pid = info["pid"] if info else 0
+    if not pid:
+        try:
+            pid = int(paths.pid.read_text(encoding="utf-8").strip() or 0)
+        except (OSError, ValueError):
+            pid = 0
+    if not pid or not _alive(pid):
+        click.echo("no gateway running")
+        return
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(pid) or _reaped(pid):
+            click.echo(f"gateway stopped (pid {pid})")
+            return
+        time.sleep(0.05)
+    raise GatewayCliError(f"the gateway (pid {pid}) did not stop within {timeout:.0f} s")
+
+
+def _reaped(pid: int) -> bool:
+    """True once ``pid`` is a zombie (exited; its parent has not collected it)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@gateway_group.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@click.pass_context
+def status_cmd(ctx: click.Context, as_json: bool) -> None:
+    """Say whether the profile's gateway runs, and where.
+
+    Example: hermes gateway status --json
+    """
+    hermes = get_hermes(ctx)
+    info = _endpoint_info(hermes.dir) or {"running": False}
+    if as_json:
+        echo_json(info)
+    elif info["running"]:
+        click.echo(
+            f"gateway running: pid {info['pid']}, {info['url']}, epoch {info['epoch']}, "
+            f"instance {info['instance_id']}"
+        )
+    else:
+        click.echo("no gateway running")

@@ -1,0 +1,126 @@
+"""``GroupCommitEngine``: the engine a gateway uses, every write routed through its group writer.
+
+The same use cases as ``SessionEngine`` (the turn runner ``Chat`` calls it unchanged), but each
+write method runs on the writer thread inside a group transaction (its own savepoint), and
+returns once that group committed. After a write the engine reports the sessions it changed
+to ``on_change`` (the gateway's live fan-out reads their new events from the log).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from hermes_es.aggregates.state import SessionState
+from hermes_es.commands.engine import SessionEngine
+from hermes_es.commands.writer import GroupWriter
+
+T = TypeVar("T")
+
+OnChange = Callable[[str], None]
+
+
+def _ignore(_: str) -> None:
+    """Default change listener: nothing."""
+
+
+class GroupCommitEngine(SessionEngine):
+    """A ``SessionEngine`` whose writes are group-committed by one writer thread."""
+
+    def __init__(
+        self,
+        db_path: Path,
+        *,
+        clock: Callable[[], float] = time.time,
+        actor: str = "",
+        writer: GroupWriter | None = None,
+        on_change: OnChange = _ignore,
+    ) -> None:
+        super().__init__(db_path, clock=clock, actor=actor)
+        self.writer = writer or GroupWriter(self.store).start()
+        self.on_change = on_change
+
+    def with_actor(self, actor: str) -> GroupCommitEngine:
+        """A view of this engine acting as ``actor`` (same store, writer and listener)."""
+        view = object.__new__(GroupCommitEngine)
+        view.__dict__.update(self.__dict__)
+        view.actor = actor
+        return view
+
+    def close(self) -> None:
+        """Stop the writer, then close the store."""
+        self.writer.stop()
+        super().close()
+
+    def run(self, fn: Callable[[], T], *, changed: str = "", alone: bool = False) -> T:
+        """Run a use case through the writer; report ``changed`` after the commit."""
+        result = self.writer.call(fn, alone=alone)
+        if changed and not self.writer.on_writer_thread():
+            self.on_change(changed)
+        return result
+
+    # -- routed use cases (the signatures are SessionEngine's) --------------------------------
+
+    def get(self, session_id: str) -> SessionState:
+        return self.run(lambda: SessionEngine.get(self, session_id))
+
+    def start_session(self, *args: Any, **kwargs: Any) -> str:
+        sid = self.run(lambda: SessionEngine.start_session(self, *args, **kwargs))
+        if not self.writer.on_writer_thread():
+            self.on_change(sid)
+        return sid
+
+    def append_turn(self, session_id: str, *args: Any, **kwargs: Any) -> list[int]:
+        return self.run(
+            lambda: SessionEngine.append_turn(self, session_id, *args, **kwargs), changed=session_id
+        )
+
+    def record_usage(self, session_id: str, *args: Any, **kwargs: Any) -> None:
+        self.run(
+            lambda: SessionEngine.record_usage(self, session_id, *args, **kwargs),
+            changed=session_id,
+        )
+
+    def rewind(self, session_id: str, *args: Any, **kwargs: Any) -> list[int]:
+        return self.run(
+            lambda: SessionEngine.rewind(self, session_id, *args, **kwargs), changed=session_id
+        )
+
+    def rewind_turns(self, session_id: str, *args: Any, **kwargs: Any) -> list[int]:
+        return self.run(
+            lambda: SessionEngine.rewind_turns(self, session_id, *args, **kwargs),
+            changed=session_id,
+        )
+
+    def edit_message(self, session_id: str, *args: Any, **kwargs: Any) -> int:
+        return self.run(
+            lambda: SessionEngine.edit_message(self, session_id, *args, **kwargs),
+            changed=session_id,
+        )
+
+    def compact(self, session_id: str, *args: Any, **kwargs: Any) -> list[int]:
+        return self.run(
+            lambda: SessionEngine.compact(self, session_id, *args, **kwargs), changed=session_id
+        )
+
+    def continue_session(self, session_id: str, *args: Any, **kwargs: Any) -> str:
+        child = self.run(
+            lambda: SessionEngine.continue_session(self, session_id, *args, **kwargs),
+            changed=session_id,
+        )
+        self.on_change(child)
+        return child
+
+    def _simple(self, session_id: str, decide: Any) -> SessionState:
+        return self.run(lambda: SessionEngine._simple(self, session_id, decide), changed=session_id)
+
+    def request_prompt_refresh(self, *args: Any, **kwargs: Any) -> int:
+        return self.run(lambda: SessionEngine.request_prompt_refresh(self, *args, **kwargs))
+
+    def store_system_prompt(self, session_id: str, *args: Any, **kwargs: Any) -> str:
+        return self.run(
+            lambda: SessionEngine.store_system_prompt(self, session_id, *args, **kwargs),
+            changed=session_id,
+        )

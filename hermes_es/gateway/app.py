@@ -1,0 +1,214 @@
+"""The gateway's ASGI app: one factory builds the routes; the lifespan owns start-up and shut-down.
+
+Routes: ``/ws`` (JSON-RPC 2.0 over a WebSocket; a ticket of purpose interactive or worker in
+the ``ticket`` query parameter, checked before the handshake is accepted), ``POST /rpc`` (one
+JSON-RPC call with a native-http ticket as ``Authorization: Bearer``), ``GET /healthz``.
+
+Start-up (lifespan): open the group-commit engine, register as the profile's ``gateway``
+holder, begin a new epoch, record started-unfinished turns as unknown, run the startup orphan
+sweep, start the reaper; then clients are accepted. Shut-down: stop the reaper, the turn
+threads, the writer and the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from hermes_es.gateway import protocol as p
+from hermes_es.gateway.authority import Client, RpcError, SessionAuthority
+from hermes_es.gateway.identity import CLIENT_KINDS
+from hermes_es.gateway.tickets import TicketBook, TicketError
+
+log = logging.getLogger("hermes.gateway")
+
+SEND_QUEUE = 10_000
+"""Frames a slow client may fall behind before it is disconnected (it can replay later)."""
+
+
+class GatewayState:
+    """What the lifespan builds and the routes use."""
+
+    def __init__(self, *, home: Path, profile: str, instance_id: str) -> None:
+        self.home = home
+        self.profile = profile
+        self.instance_id = instance_id
+        self.tickets = TicketBook()
+        self.authority: SessionAuthority | None = None
+        self.epoch = 0
+        self.ready = asyncio.Event()
+        self.recovered: list[tuple[str, int]] = []
+        self.swept: list[str] = []
+        self.warnings: list[str] = []
+
+
+def create_app(state: GatewayState) -> Starlette:
+    """The gateway app for one profile."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        from hermes_es.commands import turns
+        from hermes_es.commands.group_engine import GroupCommitEngine
+        from hermes_es.commands.holders import held_sessions, register_holder
+        from hermes_es.config import load_profile_config
+        from hermes_es.gateway.reaper import Reaper
+        from hermes_es.home import profile_dir
+
+        directory = profile_dir(state.home, state.profile)
+        directory.mkdir(parents=True, exist_ok=True)
+        loaded = load_profile_config(state.home, state.profile)
+        engine = GroupCommitEngine(directory / "state.db", actor="gateway")
+        holder = contextlib.ExitStack()
+        try:
+            holder.enter_context(register_holder(engine.db_path, "gateway"))
+            epoch = await asyncio.to_thread(
+                engine.writer.call,
+                lambda: turns.begin_epoch(
+                    engine, state.profile, instance_id=state.instance_id, pid=os.getpid()
+                ),
+            )
+            state.epoch = epoch
+            authority = SessionAuthority(
+                engine, loaded=loaded, profile=state.profile, profile_dir=directory, epoch=epoch
+            )
+            cfg = loaded.config
+            reaper = Reaper(
+                authority,
+                grace_s=float(cfg.sessions.orphan_end_grace_s),
+                enabled=cfg.dashboard.ws_orphan_reap_grace_s > 0,
+            )
+            authority.reaper = reaper
+            state.authority = authority
+            state.recovered = await authority.recover()
+            if cfg.dashboard.startup_orphan_sweep:
+                state.swept = await reaper.startup_sweep(held_sessions(engine.db_path))
+            state.ready.set()
+            yield
+        finally:
+            authority_ = state.authority
+            if authority_ is not None:
+                if authority_.reaper is not None:
+                    authority_.reaper.stop()
+                authority_.close()
+            holder.close()
+            await asyncio.to_thread(engine.close)
+
+    async def healthz(request: Request) -> Response:
+        authority = state.authority
+        body: dict[str, Any] = {"ok": authority is not None, "instance_id": state.instance_id}
+        if authority is not None:
+            body.update(authority.status())
+        return JSONResponse(body)
+
+    async def rpc(request: Request) -> Response:
+        authority = state.authority
+        if authority is None:
+            return JSONResponse({"error": "starting"}, status_code=503)
+        auth = request.headers.get("authorization", "")
+        token = auth[7:] if auth.lower().startswith("bearer ") else None
+        try:
+            principal = state.tickets.redeem(token, purposes=("native-http",))
+        except TicketError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=401)
+        body = await request.body()
+        response = await _answer(authority, Client(principal, "http", _discard), body)
+        if response is None:
+            return Response(status_code=204)
+        return Response(p.encode(response), media_type="application/json")
+
+    async def ws(websocket: WebSocket) -> None:
+        authority = state.authority
+        try:
+            principal = state.tickets.redeem(
+                websocket.query_params.get("ticket"), purposes=("interactive", "worker")
+            )
+        except TicketError as exc:
+            await websocket.close(code=4401, reason=str(exc)[:120])
+            return
+        if authority is None:
+            await websocket.close(code=1013, reason="gateway starting")
+            return
+        kind = websocket.query_params.get("client", "cli")
+        if kind not in CLIENT_KINDS:
+            kind = "cli"
+        await websocket.accept()
+        outgoing: asyncio.Queue[bytes | None] = asyncio.Queue(SEND_QUEUE)
+
+        def send(frame: bytes) -> None:
+            try:
+                outgoing.put_nowait(frame)
+            except asyncio.QueueFull:
+                log.warning("client fell %d frames behind; disconnecting it", SEND_QUEUE)
+                outgoing.put_nowait(None) if not outgoing.full() else None
+                client.closed = True
+
+        client = Client(principal, kind, send)
+
+        async def sender() -> None:
+            while True:
+                frame = await outgoing.get()
+                if frame is None or client.closed:
+                    await websocket.close(code=1013)
+                    return
+                await websocket.send_text(frame.decode())
+
+        send_task = asyncio.create_task(sender())
+        try:
+            while True:
+                message = await websocket.receive_text()
+                response = await _answer(authority, client, message.encode())
+                if response is not None:
+                    send(p.encode(response))
+        except (WebSocketDisconnect, RuntimeError):
+            pass
+        finally:
+            authority.disconnect(client)
+            send_task.cancel()
+            with contextlib.suppress(BaseException):
+                await send_task
+
+    return Starlette(
+        routes=[
+            Route("/healthz", healthz),
+            Route("/rpc", rpc, methods=["POST"]),
+            WebSocketRoute("/ws", ws),
+        ],
+        lifespan=lifespan,
+    )
+
+
+def _discard(_: bytes) -> None:
+    """HTTP callers get no pushed events."""
+
+
+async def _answer(authority: SessionAuthority, client: Client, body: bytes) -> p.Response | None:
+    """Decode one request, run it, and build its response (None for a notification)."""
+    try:
+        request = p.REQUEST_DECODER.decode(body)
+    except msgspec.DecodeError as exc:
+        code = p.PARSE_ERROR if "JSON" in str(exc) else p.INVALID_REQUEST
+        return p.error(None, code, f"bad request: {exc}")
+    if request.jsonrpc != "2.0":
+        return p.error(request.id, p.INVALID_REQUEST, "jsonrpc must be '2.0'")
+    try:
+        result = await authority.dispatch(client, request)
+    except RpcError as exc:
+        return p.error(request.id, exc.code, exc.message, **exc.data)
+    except Exception as exc:
+        log.exception("method %s failed", request.method)
+        return p.error(request.id, p.INTERNAL_ERROR, f"internal error: {exc}")
+    if request.id is None:
+        return None
+    return p.Response(id=request.id, result=result)

@@ -1,0 +1,655 @@
+"""``SessionAuthority``: the one owner of execution for a profile's sessions.
+
+Submitted prompts are admitted (an event keyed by the client's submission id), queued first in
+first out per session, started in the gateway's epoch, run through the one turn runner
+(``commands.chat.Chat.send``) and finished; all of it is events on the session stream, written
+through the group-commit writer. Every attached client of a session receives the same ordered
+stream: the stored events, read back from the log in version order after each commit (a
+reconnecting client asks ``events.since`` for what it missed; the live fan-out and the replay
+read the same stream).
+
+Everything here runs on the event loop except the turn itself, which runs on a worker thread
+(the responder blocks on HTTP); the writer thread does every write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import msgspec
+
+from hermes_es.commands import turns
+from hermes_es.commands.group_engine import GroupCommitEngine
+from hermes_es.errors import (
+    AmbiguousSessionError,
+    ConflictError,
+    HermesError,
+    InvariantError,
+    SessionNotFoundError,
+    StoreBusyError,
+    ValidationError,
+)
+from hermes_es.gateway import protocol as p
+from hermes_es.gateway.identity import CLIENT_KINDS, Principal
+from hermes_es.queries import turns as q
+
+if TYPE_CHECKING:
+    from hermes_es.commands.chat import Chat, TurnOutcome
+    from hermes_es.config import LoadedConfig
+    from hermes_es.gateway.reaper import Reaper
+
+T = TypeVar("T")
+log = logging.getLogger("hermes.gateway")
+
+DRAIN_SECONDS = 30.0
+"""How long SIGTERM waits for running turns before exiting anyway."""
+
+
+class RpcError(Exception):
+    """A JSON-RPC error to answer with."""
+
+    def __init__(self, code: int, message: str, **data: Any) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+def rpc_error_for(exc: HermesError) -> RpcError:
+    """The protocol error for an expected failure."""
+    if isinstance(exc, AmbiguousSessionError):
+        return RpcError(p.NOT_FOUND, exc.message, candidates=exc.candidates)
+    if isinstance(exc, SessionNotFoundError):
+        return RpcError(p.NOT_FOUND, exc.message)
+    if isinstance(exc, ConflictError):
+        return RpcError(p.CONFLICT, exc.message, expected=exc.expected, actual=exc.actual)
+    if isinstance(exc, InvariantError):
+        if "deleted" in exc.message:
+            return RpcError(p.NOT_FOUND, exc.message)
+        return RpcError(p.REFUSED, exc.message)
+    if isinstance(exc, ValidationError):
+        return RpcError(p.INVALID, exc.message)
+    if isinstance(exc, StoreBusyError):
+        return RpcError(p.BUSY, exc.message)
+    return RpcError(p.INTERNAL_ERROR, exc.message)
+
+
+class Client:
+    """One attached connection: its principal, its kind, its sessions and its outgoing frames."""
+
+    def __init__(self, principal: Principal, kind: str, send: Callable[[bytes], None]) -> None:
+        self.principal = principal
+        self.kind = kind
+        self.send = send
+        self.sessions: set[str] = set()
+        self.created: set[str] = set()
+        """Sessions this connection created (a worker may only touch these)."""
+        self.closed = False
+
+
+class SessionAuthority:
+    """Admission queues, the turn runner, subscriptions and fan-out for one profile."""
+
+    def __init__(
+        self,
+        engine: GroupCommitEngine,
+        *,
+        loaded: LoadedConfig,
+        profile: str,
+        profile_dir: Path,
+        epoch: int,
+        turn_threads: int = 8,
+    ) -> None:
+        self.engine = engine
+        self.loaded = loaded
+        self.profile = profile
+        self.profile_dir = profile_dir
+        self.epoch = epoch
+        self.loop = asyncio.get_running_loop()
+        self.pool = ThreadPoolExecutor(max_workers=turn_threads, thread_name_prefix="hermes-turn")
+        self.subscribers: dict[str, set[Client]] = {}
+        self.published: dict[str, int] = {}
+        self.runners: dict[str, asyncio.Task[None]] = {}
+        self.chats: dict[str, Chat] = {}
+        self.draining = False
+        self.reaper: Reaper | None = None
+        self._responder: Any = None
+        engine.on_change = self._changed_from_thread
+        self._read = engine.store.connection  # this (loop) thread's connection: reads only
+
+    # -- writes -------------------------------------------------------------------------------
+
+    async def write(self, fn: Callable[[], T], *, alone: bool = False) -> T:
+        """Run a use case on the writer; resolves after its group committed."""
+        future = self.engine.writer.submit(fn, alone=alone)
+        try:
+            return await asyncio.wrap_future(future)
+        except HermesError as exc:
+            raise rpc_error_for(exc) from exc
+
+    def engine_for(self, principal: Principal) -> GroupCommitEngine:
+        """The engine acting as ``principal`` (its key is every event's actor)."""
+        return self.engine.with_actor(principal.key)
+
+    # -- fan-out ------------------------------------------------------------------------------
+
+    def _changed_from_thread(self, session_id: str) -> None:
+        self.loop.call_soon_threadsafe(self.publish, session_id)
+
+    def publish(self, session_id: str) -> None:
+        """Send every attached client of the session its stored events not yet sent, in order."""
+        clients = self.subscribers.get(session_id)
+        if not clients:
+            return
+        after = self.published.get(session_id, 0)
+        events = q.events_since(self._read(), session_id, after)
+        for event in events:
+            frame = p.encode(
+                p.Notification(method="session.event", params=msgspec.to_builtins(event))
+            )
+            for client in list(clients):
+                client.send(frame)
+        if events:
+            self.published[session_id] = events[-1].sequence
+
+    def broadcast(self, method: str, params: dict[str, Any]) -> None:
+        """A notification to every attached client (``gateway.draining``)."""
+        frame = p.encode(p.Notification(method=method, params=params))
+        seen: set[int] = set()
+        for clients in self.subscribers.values():
+            for client in clients:
+                if id(client) not in seen:
+                    seen.add(id(client))
+                    client.send(frame)
+
+    def attach(self, client: Client, session_id: str) -> int:
+        """Subscribe ``client`` to the session; returns the sequence live events start after."""
+        clients = self.subscribers.setdefault(session_id, set())
+        if not clients or session_id not in self.published:
+            state = q.head(self._read(), session_id)
+            self.published[session_id] = state.version if state else 0
+        clients.add(client)
+        client.sessions.add(session_id)
+        if self.reaper is not None:
+            self.reaper.viewer_attached(session_id)
+        return self.published[session_id]
+
+    def detach(self, client: Client, session_id: str, *, dropped: bool) -> None:
+        """Unsubscribe; ``dropped`` when the connection went away without closing the session."""
+        clients = self.subscribers.get(session_id)
+        if clients is not None:
+            clients.discard(client)
+            if not clients:
+                del self.subscribers[session_id]
+        client.sessions.discard(session_id)
+        if self.reaper is not None and not self.viewers(session_id):
+            self.reaper.last_viewer_left(session_id, dropped=dropped)
+
+    def viewers(self, session_id: str) -> int:
+        """How many clients are attached to the session."""
+        return len(self.subscribers.get(session_id, ()))
+
+    def disconnect(self, client: Client) -> None:
+        """A connection closed: it detaches from every session (accepted work goes on)."""
+        client.closed = True
+        for sid in list(client.sessions):
+            self.detach(client, sid, dropped=True)
+
+    # -- turns --------------------------------------------------------------------------------
+
+    def kick(self, session_id: str) -> None:
+        """Make sure the session's queue is being worked on."""
+        if self.draining:
+            return
+        task = self.runners.get(session_id)
+        if task is None or task.done():
+            self.runners[session_id] = self.loop.create_task(self._work_queue(session_id))
+
+    async def _work_queue(self, session_id: str) -> None:
+        engine = self.engine
+        epoch = self.epoch
+        while not self.draining:
+            try:
+                turn = await self.write(lambda: turns.start_next(engine, session_id, epoch=epoch))
+            except RpcError as exc:
+                log.warning("session %s: cannot start its next turn: %s", session_id, exc.message)
+                break
+            self.publish(session_id)
+            if not turn:
+                break
+            text = q.admitted_text(self._read(), session_id, turn) or ""
+            actor = self._admitted_actor(session_id, turn)
+            try:
+                outcome = await self.loop.run_in_executor(
+                    self.pool, self._run_turn, session_id, text, actor
+                )
+            except HermesError as exc:
+                await self._finish(session_id, turn, "failed", error=exc.message)
+            except Exception as exc:  # an unexpected failure still finishes the turn
+                log.exception("session %s turn %d failed", session_id, turn)
+                await self._finish(session_id, turn, "failed", error=f"internal error: {exc}")
+            else:
+                await self._finish(session_id, turn, "completed", seqs=outcome.seqs)
+        if self.reaper is not None:
+            self.reaper.turns_idle(session_id)
+
+    def _admitted_actor(self, session_id: str, turn: int) -> str:
+        for event in reversed(q.events_since(self._read(), session_id, 0)):
+            if event.type == "hermes.turn.admitted" and event.event.get("turn") == turn:
+                return event.actor
+        return self.engine.actor
+
+    async def _finish(
+        self,
+        session_id: str,
+        turn: int,
+        outcome: str,
+        *,
+        error: str = "",
+        seqs: list[int] | None = None,
+    ) -> None:
+        engine = self.engine
+        try:
+            await self.write(
+                lambda: turns.finish(
+                    engine, session_id, turn, outcome=outcome, error=error, seqs=seqs or []
+                )
+            )
+        except RpcError as exc:
+            log.error("session %s: cannot record turn %d %s: %s", session_id, turn, outcome, exc)
+        self.publish(session_id)
+
+    def _run_turn(self, session_id: str, text: str, actor: str) -> TurnOutcome:
+        """On a worker thread: the one turn runner, acting as the submitter."""
+        chat = self.chats.get(session_id)
+        if chat is None:
+            chat = self._make_chat(session_id)
+            self.chats[session_id] = chat
+        chat.engine = self.engine.with_actor(actor)
+        return chat.send(text)
+
+    def _make_chat(self, session_id: str) -> Chat:
+        from hermes_es.commands.chat import Chat
+        from hermes_es.prompts.tools import tools_for_toolsets
+        from hermes_es.responders import make_responder
+
+        if self._responder is None:
+            self._responder = make_responder(self.loaded.raw, os.environ)
+        config = self.loaded.config
+        state = self.engine.get(session_id)
+        workspace = Path(state.cwd) if state.cwd and Path(state.cwd).is_dir() else None
+        return Chat(
+            self.engine,
+            session_id,
+            responder=self._responder,
+            config=config,
+            profile_dir=self.profile_dir,
+            tools=tools_for_toolsets(config.toolsets),
+            workspace=workspace,
+        )
+
+    async def recover(self) -> list[tuple[str, int]]:
+        """Start-up: started-unfinished turns become unknown; queued work resumes elsewhere."""
+        engine, epoch = self.engine, self.epoch
+        marked = await self.write(lambda: turns.recover(engine, epoch=epoch))
+        for sid in q.sessions_with_turns(self._read()):
+            self.kick(sid)
+        return marked
+
+    async def drain(self, bound: float = DRAIN_SECONDS) -> bool:
+        """SIGTERM: admit nothing new, let running turns finish (up to ``bound`` s)."""
+        self.draining = True
+        self.broadcast("gateway.draining", {"bound_s": bound})
+        running = [t for t in self.runners.values() if not t.done()]
+        if not running:
+            return True
+        _done, pending = await asyncio.wait(running, timeout=bound)
+        return not pending
+
+    def close(self) -> None:
+        """Stop the turn threads (after a drain)."""
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- protocol methods ---------------------------------------------------------------------
+
+    def _require(self, client: Client, capability: str) -> None:
+        if not client.principal.can(capability):
+            raise RpcError(
+                p.FORBIDDEN,
+                f"a {client.principal.purpose} ticket may not {capability}",
+                capability=capability,
+            )
+
+    def _own(self, client: Client, session_id: str) -> None:
+        if client.principal.can("own-only") and session_id not in client.created:
+            raise RpcError(p.FORBIDDEN, f"a worker may only use its own sessions, not {session_id}")
+
+    def resolve_ref(self, ref: str) -> str:
+        """A session id from an id, unique prefix, title or ``latest``."""
+        from hermes_es.queries.resolve import resolve_session
+
+        try:
+            return resolve_session(self._read(), ref)
+        except HermesError as exc:
+            raise rpc_error_for(exc) from exc
+
+    def _target(self, client: Client, session_id: str, ref: str) -> str:
+        sid = session_id or (self.resolve_ref(ref) if ref else "")
+        if not sid:
+            raise RpcError(p.INVALID_PARAMS, "name the session: session_id (or session)")
+        self._own(client, sid)
+        return sid
+
+    def _summary(self, session_id: str, after: int) -> dict[str, Any]:
+        state = q.head(self._read(), session_id)
+        if state is None:
+            raise RpcError(p.NOT_FOUND, f"no session {session_id!r}")
+        return {
+            "session_id": session_id,
+            "version": state.version,
+            "live_after": after,
+            "title": state.title,
+            "source": state.source,
+            "ended": state.ended,
+            "turn_state": state.turn_state,
+            "queued": list(state.turn_queue),
+            "running": state.turn_running,
+            "unknown": list(state.turns_unknown),
+            "messages": state.message_count,
+        }
+
+    async def create(self, client: Client, params: p.CreateParams) -> dict[str, Any]:
+        """``session.create``."""
+        self._require(client, "create")
+        engine = self.engine_for(client.principal)
+        cwd = params.workspace or str(Path.cwd())
+        model = params.model or self.loaded.config.model.name
+        sid = await self.write(
+            lambda: engine.start_session(
+                params.source or "cli",
+                title=params.title,
+                cwd=cwd,
+                model=model,
+                profile=self.profile,
+                user_id=client.principal.key,
+            )
+        )
+        client.created.add(sid)
+        after = self.attach(client, sid)
+        return self._summary(sid, after)
+
+    async def resume(self, client: Client, params: p.ResumeParams) -> dict[str, Any]:
+        """``session.resume``: by id, prefix, title, latest, or latest of a workspace."""
+        self._require(client, "read")
+        from hermes_es.commands.resume import pick_session
+
+        try:
+            picked = pick_session(
+                self._read(),
+                resume_ref=params.ref or ("latest" if not params.workspace else None),
+                in_dir=params.workspace or None,
+            )
+        except HermesError as exc:
+            raise rpc_error_for(exc) from exc
+        self._own(client, picked.session_id)
+        after = self.attach(client, picked.session_id)
+        return {**self._summary(picked.session_id, after), "how": picked.how}
+
+    def list_sessions(self, client: Client, params: p.ListParams) -> dict[str, Any]:
+        """``session.list``."""
+        self._require(client, "read")
+        from hermes_es.queries.listing import list_sessions
+
+        rows = list_sessions(self._read(), sources=params.sources or None, limit=params.limit)
+        states = q.turn_states(self._read(), [r.id for r in rows])
+        return {
+            "sessions": [
+                {**msgspec.to_builtins(r), "turn_state": states.get(r.id, "")} for r in rows
+            ]
+        }
+
+    async def submit(self, client: Client, params: p.SubmitParams) -> dict[str, Any]:
+        """``prompt.submit``: admit (idempotent by submission id), then run when its turn comes."""
+        self._require(client, "submit")
+        self._own(client, params.session_id)
+        if params.client_kind not in CLIENT_KINDS:
+            raise RpcError(
+                p.INVALID_PARAMS,
+                f"client_kind must be one of {', '.join(CLIENT_KINDS)}, got {params.client_kind!r}",
+            )
+        engine = self.engine_for(client.principal)
+        sid = params.session_id
+        if self.draining:
+            known = q.head(self._read(), sid)
+            from hermes_es.aggregates.turns import admitted_turn
+
+            turn = admitted_turn(known, params.submission_id) if known else 0
+            if not turn:
+                raise RpcError(p.DRAINING, "the gateway is shutting down; submit again after it")
+        admission = await self.write(
+            lambda: turns.admit(
+                engine,
+                sid,
+                submission_id=params.submission_id,
+                client_kind=params.client_kind,
+                text=params.text,
+            )
+        )
+        if sid not in client.sessions:
+            self.attach(client, sid)
+        self.publish(sid)
+        self.kick(sid)
+        result: dict[str, Any] = msgspec.to_builtins(admission)
+        return result
+
+    def since(self, client: Client, params: p.SinceParams) -> dict[str, Any]:
+        """``events.since``: stored events after ``last_sequence``, in order."""
+        self._require(client, "read")
+        self._own(client, params.session_id)
+        if q.head(self._read(), params.session_id) is None:
+            raise RpcError(p.NOT_FOUND, f"no session {params.session_id!r}")
+        limit = max(1, min(params.limit, 10_000))
+        events = q.events_since(self._read(), params.session_id, params.last_sequence, limit=limit)
+        return {
+            "session_id": params.session_id,
+            "events": [msgspec.to_builtins(e) for e in events],
+            "more": len(events) == limit,
+        }
+
+    async def cancel(self, client: Client, params: p.TurnParams) -> dict[str, Any]:
+        """``turn.cancel``: a queued turn only."""
+        self._require(client, "submit")
+        sid = self._target(client, params.session_id, params.session)
+        engine = self.engine_for(client.principal)
+        state = await self.write(lambda: turns.cancel(engine, sid, params.turn))
+        self.publish(sid)
+        return {"session_id": sid, "turn": params.turn, "queued": list(state.turn_queue)}
+
+    async def resolve(self, client: Client, params: p.TurnParams) -> dict[str, Any]:
+        """``turn.resolve``: give an unknown turn up; its followers run."""
+        if not (client.principal.can("control") or client.principal.can("mutate")):
+            raise RpcError(p.FORBIDDEN, f"a {client.principal.purpose} ticket may not resolve")
+        sid = self._target(client, params.session_id, params.session)
+        engine = self.engine_for(client.principal)
+        turn = await self.write(
+            lambda: turns.resolve(engine, sid, params.turn, resolution=params.resolution)
+        )
+        self.publish(sid)
+        self.kick(sid)
+        if self.reaper is not None:
+            self.reaper.turns_idle(sid)
+        return {"session_id": sid, "turn": turn, "resolution": params.resolution}
+
+    async def mutate(self, client: Client, method: str, params: p.MutateParams) -> dict[str, Any]:
+        """``session.rename|pin|archive|delete`` (with an optional expected version)."""
+        if not (client.principal.can("control") or client.principal.can("mutate")):
+            raise RpcError(p.FORBIDDEN, f"a {client.principal.purpose} ticket may not {method}")
+        sid = self._target(client, params.session_id, params.session)
+        engine = self.engine_for(client.principal)
+        expected = params.expected_version
+
+        def check() -> None:
+            state = engine.get(sid)
+            if expected is not None and state.version != expected:
+                raise ConflictError(
+                    f"session {sid} is at version {state.version}, not {expected}",
+                    subject=sid,
+                    expected=expected,
+                    actual=state.version,
+                )
+
+        if method == "session.delete":
+            return await self._delete(client, [sid], check=check, reason="delete")
+
+        def run() -> Any:
+            check()
+            if method == "session.rename":
+                return engine.set_title(sid, params.title)
+            if method == "session.pin":
+                return engine.pin(sid, params.pinned)
+            return engine.archive(sid) if params.archived else engine.unarchive(sid)
+
+        state = await self.write(run)
+        self.publish(sid)
+        return {"session_id": sid, "version": state.version, "title": state.title}
+
+    async def delete_many(self, client: Client, params: p.DeleteManyParams) -> dict[str, Any]:
+        """``sessions.delete``: what ``hermes sessions prune`` selected."""
+        self._require(client, "mutate")
+        return await self._delete(client, params.session_ids, reason=params.reason)
+
+    async def _delete(
+        self,
+        client: Client,
+        session_ids: list[str],
+        *,
+        reason: str,
+        check: Callable[[], None] | None = None,
+    ) -> dict[str, Any]:
+        from hermes_es.commands.delete import delete_many
+
+        busy = [s for s in session_ids if self._busy(s)]
+        if busy:
+            raise RpcError(
+                p.REFUSED,
+                f"session {busy[0]} has a turn running, queued or unknown; it cannot be deleted"
+                " now",
+                sessions=busy,
+            )
+        engine = self.engine_for(client.principal)
+
+        def run() -> Any:
+            if check is not None:
+                check()
+            return delete_many(engine.store, session_ids, reason=reason, actor=engine.actor)
+
+        done = await self.write(run, alone=True)
+        for sid in session_ids:
+            self.chats.pop(sid, None)
+            self.published.pop(sid, None)
+        return {
+            "deleted": [d.session_id for d in done],
+            "messages": sum(d.messages for d in done),
+            "scrubbed": all(d.scrubbed for d in done),
+        }
+
+    def _busy(self, session_id: str) -> bool:
+        state = q.head(self._read(), session_id)
+        return bool(state and (state.turn_running or state.turn_queue or state.turns_unknown))
+
+    async def close_session(self, client: Client, params: p.SessionParams) -> dict[str, Any]:
+        """``session.close``: the client ends the session (user exit) and detaches."""
+        self._require(client, "control")
+        sid = params.session_id
+        self._own(client, sid)
+        engine = self.engine_for(client.principal)
+        if not self._busy(sid):
+            await self.write(lambda: engine.end_session(sid, "user_exit"))
+            self.publish(sid)
+        self.detach(client, sid, dropped=False)
+        return {"session_id": sid, "ended": not self._busy(sid)}
+
+    async def dispatch(self, client: Client, request: p.Request) -> Any:
+        """Run one method; returns its result or raises ``RpcError``."""
+        method = request.method
+        spec = METHODS.get(method)
+        if spec is None:
+            raise RpcError(p.METHOD_NOT_FOUND, f"unknown method {method!r}")
+        try:
+            params = msgspec.convert(request.params, spec, str_keys=True)
+        except msgspec.ValidationError as exc:
+            raise RpcError(p.INVALID_PARAMS, f"invalid params for {method}: {exc}") from exc
+        try:
+            return await self._call(client, method, params)
+        except HermesError as exc:
+            raise rpc_error_for(exc) from exc
+
+    async def _call(self, client: Client, method: str, params: Any) -> Any:
+        if method == "session.create":
+            return await self.create(client, params)
+        if method == "session.resume":
+            return await self.resume(client, params)
+        if method == "session.list":
+            return self.list_sessions(client, params)
+        if method == "session.detach":
+            self.detach(client, params.session_id, dropped=False)
+            return {"session_id": params.session_id}
+        if method == "session.close":
+            return await self.close_session(client, params)
+        if method == "prompt.submit":
+            return await self.submit(client, params)
+        if method == "events.since":
+            return self.since(client, params)
+        if method == "turn.cancel":
+            return await self.cancel(client, params)
+        if method == "turn.resolve":
+            return await self.resolve(client, params)
+        if method == "sessions.delete":
+            return await self.delete_many(client, params)
+        if method == "gateway.status":
+            return self.status()
+        return await self.mutate(client, method, params)
+
+    def status(self) -> dict[str, Any]:
+        """``gateway.status``."""
+        return {
+            "epoch": self.epoch,
+            "pid": os.getpid(),
+            "draining": self.draining,
+            "attached_sessions": len(self.subscribers),
+            "running_turns": sum(1 for t in self.runners.values() if not t.done()),
+            "writer_groups": self.engine.writer.groups,
+            "writer_jobs": self.engine.writer.jobs,
+            "time": time.time(),
+        }
+
+
+class _NoParams(msgspec.Struct, frozen=True):
+    """Methods without params."""
+
+
+METHODS: dict[str, type[msgspec.Struct]] = {
+    "session.create": p.CreateParams,
+    "session.resume": p.ResumeParams,
+    "session.list": p.ListParams,
+    "session.detach": p.SessionParams,
+    "session.close": p.SessionParams,
+    "prompt.submit": p.SubmitParams,
+    "events.since": p.SinceParams,
+    "turn.cancel": p.TurnParams,
+    "turn.resolve": p.TurnParams,
+    "session.rename": p.MutateParams,
+    "session.pin": p.MutateParams,
+    "session.archive": p.MutateParams,
+    "session.delete": p.MutateParams,
+    "sessions.delete": p.DeleteManyParams,
+    "gateway.status": _NoParams,
+}
+"""Every method and the Struct its params decode into."""

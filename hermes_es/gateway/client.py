@@ -1,0 +1,198 @@
+"""The client side the CLI uses: find a running gateway, get a ticket, call it over WS or HTTP."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from hermes_es.errors import HermesError
+from hermes_es.gateway.control import ControlError, request_ticket
+from hermes_es.gateway.paths import Endpoint, GatewayPaths, read_endpoint
+
+NO_GATEWAY_ENV = "HERMES_NO_GATEWAY"
+"""Set to 1 to run embedded even while a gateway runs (the store is then shared)."""
+
+
+class GatewayError(HermesError):
+    """The gateway answered an error, or could not be reached."""
+
+    def __init__(self, message: str, *, code: int = 0, data: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.data = data or {}
+
+
+class GatewayDropped(GatewayError):
+    """The connection to the gateway dropped."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class GatewayHandle:
+    """A running gateway of a profile, as ``gateway.json`` and the control socket show it."""
+
+    def __init__(self, paths: GatewayPaths, endpoint: Endpoint) -> None:
+        self.paths = paths
+        self.endpoint = endpoint
+
+    def ticket(self, purpose: str) -> str:
+        """A fresh single-use ticket from the control socket."""
+        try:
+            return str(request_ticket(self.paths.socket, purpose)["ticket"])
+        except ControlError as exc:
+            raise GatewayError(str(exc)) from exc
+
+    def http_call(self, method: str, params: dict[str, Any], *, timeout: float = 120.0) -> Any:
+        """One JSON-RPC call over HTTP with a native-http ticket."""
+        import httpx
+
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        try:
+            response = httpx.post(
+                f"{self.endpoint.http_url}/rpc",
+                json=body,
+                headers={"Authorization": f"Bearer {self.ticket('native-http')}"},
+                timeout=timeout,
+            )
+        except httpx.HTTPError as exc:
+            raise GatewayError(f"the gateway at {self.endpoint.http_url} failed: {exc}") from exc
+        if response.status_code != 200:
+            raise GatewayError(
+                f"the gateway refused the call ({response.status_code}): {response.text[:200]}"
+            )
+        return _result(response.json())
+
+    def connect(self, client_kind: str = "cli", *, purpose: str = "interactive") -> Connection:
+        """A WebSocket connection authenticated with a fresh ticket."""
+        return Connection.open(self, client_kind, purpose=purpose)
+
+
+def running_gateway(profile_dir: Path) -> GatewayHandle | None:
+    """The gateway running for the profile, or None (also when ``HERMES_NO_GATEWAY=1``)."""
+    if os.environ.get(NO_GATEWAY_ENV, "") not in ("", "0"):
+        return None
+    paths = GatewayPaths(profile_dir)
+    endpoint = read_endpoint(paths)
+    if endpoint is None or not _alive(endpoint.pid) or not paths.socket.exists():
+        return None
+    return GatewayHandle(paths, endpoint)
+
+
+def _result(message: dict[str, Any]) -> Any:
+    error = message.get("error")
+    if error:
+        raise GatewayError(
+            str(error.get("message", "gateway error")),
+            code=int(error.get("code", 0)),
+            data=error.get("data") or {},
+        )
+    return message.get("result")
+
+
+class Connection:
+    """One JSON-RPC WebSocket connection (blocking; the CLI's side of the protocol)."""
+
+    def __init__(self, ws: Any) -> None:
+        self.ws = ws
+        self._ids = itertools.count(1)
+        self.pending: list[dict[str, Any]] = []
+        """Notifications received while waiting for a response."""
+
+    @classmethod
+    def open(cls, handle: GatewayHandle, client_kind: str, *, purpose: str) -> Connection:
+        from websockets.exceptions import InvalidStatus, WebSocketException
+        from websockets.sync.client import connect
+
+        ticket = handle.ticket(purpose)
+        url = f"{handle.endpoint.ws_url}?ticket={ticket}&client={client_kind}"
+        try:
+            ws = contextlib.ExitStack().enter_context(connect(url, open_timeout=10, max_size=2**24))
+        except InvalidStatus as exc:
+            raise GatewayError(f"the gateway refused the connection: {exc}") from exc
+        except (OSError, WebSocketException) as exc:
+            raise GatewayError(f"cannot connect to the gateway: {exc}") from exc
+        return cls(ws)
+
+    def close(self) -> None:
+        """Close the connection (attached sessions are only detached)."""
+        self.ws.close()
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _recv(self, timeout: float | None) -> dict[str, Any]:
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            raw = self.ws.recv(timeout=timeout)
+        except ConnectionClosed as exc:
+            raise GatewayDropped("the connection to the gateway dropped") from exc
+        message: dict[str, Any] = json.loads(raw)
+        return message
+
+    def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        """Send a call and wait for its response (notifications meanwhile are kept)."""
+        from websockets.exceptions import ConnectionClosed
+
+        request_id = next(self._ids)
+        frame = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}}
+        try:
+            self.ws.send(json.dumps(frame))
+        except ConnectionClosed as exc:
+            raise GatewayDropped("the connection to the gateway dropped") from exc
+        while True:
+            message = self._recv(None)
+            if message.get("id") == request_id:
+                return _result(message)
+            if "method" in message:
+                self.pending.append(message)
+
+    def notifications(self, timeout: float | None = None) -> Iterator[dict[str, Any]]:
+        """Pushed notifications, kept ones first; stops after ``timeout`` s of silence."""
+        while self.pending:
+            yield self.pending.pop(0)
+        while True:
+            try:
+                message = self._recv(timeout)
+            except TimeoutError:
+                return
+            if "method" in message:
+                yield message
+
+    def wait_turn(
+        self,
+        session_id: str,
+        turn: int,
+        *,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Follow the session's stream until ``turn`` finishes (or is unknown); its final event."""
+        for message in self.notifications(timeout):
+            params = message.get("params") or {}
+            if message.get("method") != "session.event" or params.get("session_id") != session_id:
+                continue
+            if on_event is not None:
+                on_event(params)
+            event = params.get("event") or {}
+            if params.get("type") in ("hermes.turn.finished", "hermes.turn.unknown") and (
+                event.get("turn") == turn
+            ):
+                return params
+        raise GatewayError(f"turn {turn} did not finish within {timeout} s")

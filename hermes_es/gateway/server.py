@@ -1,0 +1,172 @@
+"""Running a gateway process: one per profile, 127.0.0.1 only, published once ready, SIGTERM drains.
+
+``run`` takes the profile's lock (a second gateway refuses, naming the first one's pid), binds a
+free loopback port, starts uvicorn with the app, and once the lifespan has recovered and the
+server listens writes ``gateway.json`` (0600: host, port, pid, instance id, epoch). SIGTERM or
+SIGINT: admit no new turns, let running ones finish (bounded), then exit 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import msgspec
+import uvicorn
+
+from hermes_es.errors import HermesError
+from hermes_es.gateway.app import GatewayState, create_app
+from hermes_es.gateway.authority import DRAIN_SECONDS
+from hermes_es.gateway.control import ControlServer
+from hermes_es.gateway.paths import Endpoint, GatewayPaths
+from hermes_es.home import profile_dir
+
+log = logging.getLogger("hermes.gateway")
+
+
+class GatewayRunningError(HermesError):
+    """Another gateway already runs for this profile."""
+
+
+@contextlib.contextmanager
+def profile_lock(paths: GatewayPaths) -> Iterator[IO[str]]:
+    """Hold the profile's gateway lock, or raise naming the pid of the gateway that holds it."""
+    paths.root.mkdir(parents=True, exist_ok=True)
+    handle = open(paths.lock, "a+", encoding="utf-8")  # noqa: SIM115 (held for the run)
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = _read_pid(paths)
+            raise GatewayRunningError(
+                f"a gateway already runs for this profile (pid {pid or 'unknown'});"
+                " 'hermes gateway stop' stops it",
+                subject=str(pid),
+            ) from None
+        paths.pid.write_text(f"{os.getpid()}\n", encoding="utf-8")
+        yield handle
+    finally:
+        handle.close()
+
+
+def _read_pid(paths: GatewayPaths) -> int:
+    try:
+        return int(paths.pid.read_text(encoding="utf-8").strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handling (the gateway drains first, then stops it)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def _write_endpoint(paths: GatewayPaths, endpoint: Endpoint) -> None:
+    tmp = paths.endpoint.with_suffix(".json.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(msgspec.json.encode(endpoint))
+    os.replace(tmp, paths.endpoint)
+
+
+def run(home: Path, profile: str | None, *, drain_s: float = DRAIN_SECONDS) -> int:
+    """Run the gateway of ``profile`` in the foreground until SIGTERM/SIGINT; returns 0."""
+    name = profile or "default"
+    paths = GatewayPaths(profile_dir(home, profile))
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    with profile_lock(paths):
+        from hermes_es.config import legacy_reset_findings, load_profile_config
+
+        loaded = load_profile_config(home, profile)
+        for finding in legacy_reset_findings(loaded.raw, os.environ):
+            print(f"warning: {finding}", file=sys.stderr, flush=True)
+        try:
+            asyncio.run(_serve(home, name, paths, drain_s))
+        finally:
+            paths.endpoint.unlink(missing_ok=True)
+            paths.pid.unlink(missing_ok=True)
+    return 0
+
+
+async def _serve(home: Path, profile: str, paths: GatewayPaths, drain_s: float) -> None:
+    instance_id = uuid.uuid4().hex
+    state = GatewayState(home=home, profile=profile, instance_id=instance_id)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = int(sock.getsockname()[1])
+    config = uvicorn.Config(
+        create_app(state),
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        ws="websockets-sansio",
+        timeout_graceful_shutdown=5,
+    )
+    server = _Server(config)
+    control = ControlServer(
+        paths.socket,
+        state.tickets,
+        profile=profile,
+        issuer=instance_id,
+        info=lambda: {"port": port, "instance_id": instance_id, "epoch": state.epoch},
+    )
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+
+    def on_signal() -> None:
+        if stopping.is_set():
+            server.force_exit = True
+        stopping.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
+    serve_task = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started:
+        if serve_task.done():
+            await serve_task  # start-up failed: raise what it raised
+            return
+        await asyncio.sleep(0.01)
+    await state.ready.wait()
+    await control.start()
+    _write_endpoint(
+        paths,
+        Endpoint(
+            host="127.0.0.1",
+            port=port,
+            pid=os.getpid(),
+            instance_id=instance_id,
+            epoch=state.epoch,
+            profile=profile,
+            started_at=time.time(),
+        ),
+    )
+    log.info("gateway ready on 127.0.0.1:%d (epoch %d)", port, state.epoch)
+    stop_wait = asyncio.create_task(stopping.wait())
+    await asyncio.wait({serve_task, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+    if stopping.is_set() and state.authority is not None:
+        log.info("draining: no new turns; waiting up to %.0f s for running ones", drain_s)
+        finished = await state.authority.drain(drain_s)
+        if not finished:
+            log.warning("drain bound reached; running turns will be unknown at the next start")
+    paths.endpoint.unlink(missing_ok=True)
+    await control.stop()
+    server.should_exit = True
+    await serve_task
+    stop_wait.cancel()

@@ -1,0 +1,96 @@
+"""Reads for the gateway: sessions with turn work, a stream's events since a version, turn texts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import apsw
+import msgspec
+
+from hermes_es import events as ev
+from hermes_es.aggregates.state import SessionState, decode_state
+
+
+class StreamEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """One stored event of a session stream, as the gateway sends it to clients."""
+
+    session_id: str
+    sequence: int
+    """The event's stream version (a client replays from the last one it saw)."""
+    type: str
+    """The event's stable topic."""
+    at: float
+    actor: str
+    event: dict[str, object]
+    """The event's fields."""
+
+
+def heads(conn: apsw.Connection) -> Iterator[SessionState]:
+    """Every session's head state (a start-up scan: one row per session)."""
+    for (blob,) in conn.execute("SELECT head FROM sessions"):
+        yield decode_state(blob)
+
+
+def sessions_with_turns(conn: apsw.Connection, *, running: bool = False) -> list[str]:
+    """Sessions with a running turn (``running``), else with any turn work (queued/unknown)."""
+    out = []
+    for state in heads(conn):
+        if state.turn_running or (not running and (state.turn_queue or state.turns_unknown)):
+            out.append(state.session_id)
+    return out
+
+
+def head(conn: apsw.Connection, session_id: str) -> SessionState | None:
+    """A session's head state as committed (a plain read), or None."""
+    rows = conn.execute("SELECT head FROM sessions WHERE id = ?", (session_id,)).fetchall()
+    return decode_state(rows[0][0]) if rows else None
+
+
+def events_since(
+    conn: apsw.Connection, session_id: str, after: int, *, limit: int = 10_000
+) -> list[StreamEvent]:
+    """The session's stored events with a stream version above ``after``, in order."""
+    rows = conn.execute(
+        "SELECT originator_version, topic, state FROM events WHERE originator_id = ?"
+        " AND originator_version > ? ORDER BY originator_version LIMIT ?",
+        (session_id, after, limit),
+    ).fetchall()
+    out = []
+    for version, topic, state in rows:
+        event = ev.decode(topic, state)
+        data = msgspec.to_builtins(event)
+        out.append(
+            StreamEvent(
+                session_id=session_id,
+                sequence=int(version),
+                type=topic,
+                at=event.at,
+                actor=event.actor,
+                event=data,
+            )
+        )
+    return out
+
+
+def admitted_text(conn: apsw.Connection, session_id: str, turn: int) -> str | None:
+    """The prompt text of an admitted turn, from its admission event."""
+    rows = conn.execute(
+        "SELECT state FROM events WHERE originator_id = ? AND topic = ?"
+        " ORDER BY originator_version DESC",
+        (session_id, ev.TurnAdmitted.topic),
+    ).fetchall()
+    for (state,) in rows:
+        event = ev.decode(ev.TurnAdmitted.topic, state)
+        if isinstance(event, ev.TurnAdmitted) and event.turn == turn:
+            return event.text
+    return None
+
+
+def turn_states(conn: apsw.Connection, session_ids: list[str]) -> dict[str, str]:
+    """``turn_state`` (unknown | running | queued) of each listed session that has turn work."""
+    out: dict[str, str] = {}
+    for sid in session_ids:
+        state = head(conn, sid)
+        if state is not None and state.turn_state:
+            out[sid] = state.turn_state
+    return out

@@ -1,0 +1,105 @@
+"""The group-commit writer: many sessions' use cases per transaction, one savepoint each."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+import pytest
+
+from hermes_es.commands.group_engine import GroupCommitEngine
+from hermes_es.errors import ConflictError, ValidationError
+
+
+@pytest.fixture
+def gce(tmp_path: Path) -> Iterator[GroupCommitEngine]:
+    """A group-commit engine on a real state.db."""
+    engine = GroupCommitEngine(tmp_path / "state.db", actor="uid:0")
+    yield engine
+    engine.close()
+
+
+def _count(path: Path, sid: str) -> int:
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        rows = conn.execute("SELECT COUNT(*) FROM messages WHERE session_id = ?", (sid,))
+        return int(rows.fetchall()[0][0])
+    finally:
+        conn.close()
+
+
+def test_concurrent_sessions_commit_in_groups_and_ack_after_commit(
+    gce: GroupCommitEngine,
+) -> None:
+    """32 threads appending to 32 sessions share transactions; each ack is already durable."""
+    sids = [gce.start_session("cli") for _ in range(32)]
+    before = gce.writer.groups
+    seen: list[tuple[str, int]] = []
+    lock = threading.Lock()
+
+    def work(sid: str) -> None:
+        for i in range(10):
+            gce.append_message(sid, "user", f"message {i}")
+            with lock:
+                seen.append((sid, _count(gce.db_path, sid)))
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in sids]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    groups = gce.writer.groups - before
+    assert groups < 320  # at least some transactions carried several use cases
+    assert all(_count(gce.db_path, s) == 10 for s in sids)
+    per_session: dict[str, list[int]] = {}
+    for sid, count in seen:
+        per_session.setdefault(sid, []).append(count)
+    # After each acknowledged append, another connection already sees it (and all before it).
+    assert all(counts == sorted(counts) and counts[0] >= 1 for counts in per_session.values())
+
+
+def test_one_refusal_rolls_back_only_its_own_savepoint(gce: GroupCommitEngine) -> None:
+    """In one group, a stale expected version fails alone; the other use cases commit."""
+    a = gce.start_session("cli")
+    b = gce.start_session("cli")
+    stale = gce.get(a).version - 1
+    results: dict[str, object] = {}
+    gate = threading.Event()
+    # Hold the writer so the next three use cases land in one group.
+    blocker = gce.writer.submit(gate.wait)
+    futures = {
+        "ok_a": gce.writer.submit(lambda: gce.append_message(a, "user", "kept a")),
+        "bad": gce.writer.submit(
+            lambda: gce.append_message(a, "user", "refused", expected_version=stale)
+        ),
+        "ok_b": gce.writer.submit(lambda: gce.append_message(b, "user", "kept b")),
+        "invalid": gce.writer.submit(lambda: gce.append_message(b, "user", "  ")),
+    }
+    groups = gce.writer.groups
+    gate.set()
+    blocker.result()
+    for name, fut in futures.items():
+        try:
+            results[name] = fut.result()
+        except Exception as exc:
+            results[name] = exc
+    assert gce.writer.groups - groups <= 2
+    assert isinstance(results["bad"], ConflictError)
+    assert isinstance(results["invalid"], ValidationError)
+    assert (_count(gce.db_path, a), _count(gce.db_path, b)) == (1, 1)
+
+
+def test_changes_are_reported_after_commit(tmp_path: Path) -> None:
+    """The change listener hears each written session once its write committed."""
+    heard: list[tuple[str, int]] = []
+    engine = GroupCommitEngine(tmp_path / "state.db")
+    engine.on_change = lambda sid: heard.append((sid, _count(engine.db_path, sid)))
+    try:
+        sid = engine.start_session("cli")
+        engine.append_message(sid, "user", "hi")
+        engine.set_title(sid, "greeting")
+    finally:
+        engine.close()
+    assert heard == [(sid, 0), (sid, 1), (sid, 1)]
