@@ -563,6 +563,17 @@ def run_from_options(ctx: click.Context, options: dict[str, Any]) -> None:
             raise ValidationError(
                 f"--in {in_dir}: cannot change into it ({exc.strerror})", subject=in_dir
             ) from exc
+    if _through_gateway(
+        hermes,
+        options,
+        text=text,
+        quiet=quiet,
+        source=source,
+        title=title,
+        resume_ref=resume_ref,
+        interactive=interactive,
+    ):
+        return
     app = ChatApp(hermes, source=source, model=options.get("model"))
     try:
         _open_chat(app, conflict, resume_ref, title, interactive, in_dir, options)
@@ -626,6 +637,28 @@ def _sweep_on_the_way_out(app: ChatApp) -> None:
 
 def _resuming(options: dict[str, Any], resume_ref: str | None) -> bool:
     return options.get("continue_") is not None or resume_ref is not None
+
+
+def _through_gateway(hermes: Hermes, options: dict[str, Any], **chat: Any) -> bool:
+    """With a gateway running for the profile, run the chat through it; False: run embedded."""
+    if options.get("read_only") or options.get("take_over") or options.get("fork"):
+        return False  # attach modes of embedded chats
+    from hermes_es.gateway.client import running_gateway
+
+    handle = running_gateway(hermes.dir)
+    if handle is None:
+        return False
+    from hermes_es.cli.gateway_chat import run_via_gateway
+
+    run_via_gateway(
+        hermes,
+        handle,
+        continue_name=options.get("continue_"),
+        in_dir=options.get("in_dir"),
+        model=options.get("model"),
+        **chat,
+    )
+    return True
 
 
 def _open_chat(

@@ -19,6 +19,14 @@ from hermes_es.terminal_text import clean, echo
 
 if TYPE_CHECKING:
     from hermes_es.commands.engine import SessionEngine
+    from hermes_es.gateway.client import GatewayHandle
+
+
+def _gateway(ctx: click.Context) -> GatewayHandle | None:
+    """The profile's running gateway: it owns state.db, so curation goes through it."""
+    from hermes_es.gateway.client import running_gateway
+
+    return running_gateway(get_hermes(ctx).dir)
 
 
 def _engine(ctx: click.Context) -> SessionEngine:
@@ -40,16 +48,28 @@ def rename_cmd(ctx: click.Context, session: str, title: str) -> None:
 
     Example: hermes sessions rename 20250305_091523_a1b2c3 "payments refactor"
     """
-    engine = _engine(ctx)
-    sid = engine.resolve(session)
-    state = engine.set_title(sid, title)
-    echo(f"{sid}: title {state.title!r}" if state.title else f"{sid}: title cleared")
+    gateway = _gateway(ctx)
+    if gateway is not None:
+        done = gateway.http_call("session.rename", {"session": session, "title": title})
+        sid, new_title = done["session_id"], done["title"]
+    else:
+        engine = _engine(ctx)
+        sid = engine.resolve(session)
+        new_title = engine.set_title(sid, title).title
+    echo(f"{sid}: title {new_title!r}" if new_title else f"{sid}: title cleared")
 
 
 def _pin(ctx: click.Context, sessions: tuple[str, ...], pinned: bool) -> None:
     from hermes_es.commands.archive import pin_sessions
 
-    changed = pin_sessions(_engine(ctx), sessions, pinned)
+    gateway = _gateway(ctx)
+    if gateway is not None:
+        changed = []
+        for ref in sessions:
+            done = gateway.http_call("session.pin", {"session": ref, "pinned": pinned})
+            changed += [s for s in done["changed"] if s not in changed]
+    else:
+        changed = pin_sessions(_engine(ctx), sessions, pinned)
     verb = "pinned" if pinned else "unpinned"
     for sid in changed:
         echo(f"{verb} {sid}")
@@ -135,14 +155,21 @@ def archive_cmd(
     except ValidationError as exc:
         raise click.BadParameter(exc.message, param_hint="--older-than") from exc
     hermes = get_hermes(ctx)
-    engine = _engine(ctx)
+    gateway = _gateway(ctx)
     now = time.time()
-    if sessions:
-        done = arch.archive_sessions(engine, sessions)
-        _report(done, "archived", as_json)
-        return
+    if gateway is not None:
+        if sessions:
+            _report(_archive_via(gateway, list(sessions), "user"), "archived", as_json)
+            return
+        units = load_units(hermes.reader())
+    else:
+        engine = _engine(ctx)
+        if sessions:
+            done = arch.archive_sessions(engine, sessions)
+            _report(done, "archived", as_json)
+            return
+        units = load_units(engine.store.connection())
     held = held_sessions(hermes.db_path)
-    units = load_units(engine.store.connection())
     if sweep:
         days = idle_days if idle_days is not None else hermes.config().config.sessions.auto_archive
         if days <= 0:
@@ -157,7 +184,19 @@ def archive_cmd(
     if dry_run:
         _report([u.tip.id for u in planned], "would archive", as_json)
         return
+    if gateway is not None:
+        _report(_archive_via(gateway, [u.tip.id for u in planned], reason), "archived", as_json)
+        return
     _report(arch.archive_units(engine, planned, reason), "archived", as_json)
+
+
+def _archive_via(gateway: GatewayHandle, refs: list[str], reason: str) -> list[str]:
+    """Archive through the gateway; the tips it archived."""
+    done: list[str] = []
+    for ref in refs:
+        result = gateway.http_call("session.archive", {"session": ref, "reason": reason})
+        done += [s for s in result["changed"] if s not in done]
+    return done
 
 
 def _report(ids: list[str], verb: str, as_json: bool) -> None:
@@ -179,7 +218,14 @@ def unarchive_cmd(ctx: click.Context, sessions: tuple[str, ...]) -> None:
     """
     from hermes_es.commands.archive import unarchive_sessions
 
-    done = unarchive_sessions(_engine(ctx), sessions)
+    gateway = _gateway(ctx)
+    if gateway is not None:
+        done = []
+        for ref in sessions:
+            result = gateway.http_call("session.archive", {"session": ref, "archived": False})
+            done += [s for s in result["changed"] if s not in done]
+    else:
+        done = unarchive_sessions(_engine(ctx), sessions)
     for sid in done:
         echo(f"unarchived {sid}")
     if not done:
@@ -203,9 +249,16 @@ def delete_cmd(ctx: click.Context, session: str, yes: bool, chain: bool) -> None
     from hermes_es.queries.units import chain_segments
 
     hermes = get_hermes(ctx)
-    engine = _engine(ctx)
-    sid = engine.resolve(session)
-    segments = chain_segments(engine.store.connection(), sid)
+    gateway = _gateway(ctx)
+    if gateway is not None:
+        from hermes_es.queries.resolve import resolve_session
+
+        sid = resolve_session(hermes.reader(), session)
+        segments = chain_segments(hermes.reader(), sid)
+    else:
+        engine = _engine(ctx)
+        sid = engine.resolve(session)
+        segments = chain_segments(engine.store.connection(), sid)
     targets = [s.id for s in reversed(segments)] if chain else [sid]
     this = next((s for s in segments if s.id == sid), None)
     label = f"{sid}" + (f" {this.title!r}" if this and this.title else "")
@@ -226,6 +279,12 @@ def delete_cmd(ctx: click.Context, session: str, yes: bool, chain: bool) -> None
         if not click.confirm(clean(f"Delete {label}?"), default=False):
             echo("nothing deleted")
             return
+    if gateway is not None:
+        result = gateway.http_call("sessions.delete", {"session_ids": targets, "reason": "delete"})
+        for deleted in result["deleted"]:
+            echo(f"deleted {deleted} (through the gateway)")
+        warn_unscrubbed(bool(result["scrubbed"]), hermes.db_path)
+        return
     if chain:
         done = delete_many(engine.store, targets, reason="delete", actor=engine.actor)
     else:

@@ -2,8 +2,8 @@
 
 Both need state.db to themselves: while another hermes process holds it (a chat, a dashboard,
 a scheduled job; see commands/holders) they refuse, naming the holder, unless ``--force``.
-With a gateway running, prune belongs to the gateway (it deletes what prune selected); the
-gateway does not take such requests yet, so prune refuses and says so unless ``--force``.
+With a gateway running, prune belongs to the gateway: prune selects on the read side and the
+gateway deletes what it selected (HTTP, a native-http ticket), re-checking each session.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ def _check_holders(db_path: object, action: str, *, gateway_matters: bool) -> No
         gateways = [h for h in live_holders(str(db_path), exclude_self=True) if h.kind == "gateway"]
         if gateways:
             raise HolderError(
-                f"{action} refused: the gateway ({describe(gateways[0])}) is running and would "
-                "handle this prune, but it does not take prune requests yet. Stop it first, "
-                "or pass --force",
+                f"{action} refused: the gateway ({describe(gateways[0])}) holds state.db but"
+                " has published no endpoint (gateway.json) to send the prune to. Stop it first,"
+                " or pass --force",
                 subject=str(db_path),
             )
     require_no_holders(str(db_path), action)
@@ -160,10 +160,13 @@ def prune_cmd(
     hermes = get_hermes(ctx)
     if not hermes.backend.exists():
         raise SessionNotFoundError(f"no store at {hermes.db_path}", subject=str(hermes.db_path))
-    if not dry_run and not force:
+    from hermes_es.gateway.client import running_gateway
+
+    gateway = running_gateway(hermes.dir)
+    if gateway is None and not dry_run and not force:
         _check_holders(hermes.db_path, "prune", gateway_matters=True)
-    engine = hermes.engine()
-    plan = plan_prune(load_units(engine.store.connection()), f, now, held_sessions(hermes.db_path))
+    conn = hermes.reader() if gateway is not None else hermes.engine().store.connection()
+    plan = plan_prune(load_units(conn), f, now, held_sessions(hermes.db_path))
     if not plan.selected:
         if as_json:
             _show_plan(plan, True)
@@ -186,6 +189,22 @@ def prune_cmd(
     from hermes_es.cli.progress import progress_bar
 
     show = plan.sessions >= PROGRESS_FROM and sys.stderr.isatty() and not as_json
+    if gateway is not None:
+        # The gateway owns state.db: it deletes what this prune selected (re-checking each).
+        ids = [sid for unit in plan.selected for sid in unit.ids]
+        result = gateway.http_call("sessions.delete", {"session_ids": ids, "reason": "prune"})
+        if as_json:
+            echo_json({"deleted": result["deleted"], "kept": plan.kept, "via": "gateway"})
+            return
+        click.echo(
+            f"deleted {len(result['deleted'])} session(s), {result['messages']} message(s)"
+            " (through the gateway)"
+        )
+        for sid in result.get("kept", []):
+            click.echo(f"kept {sid}: changed during prune")
+        warn_unscrubbed(bool(result["scrubbed"]), hermes.db_path)
+        return
+    engine = hermes.engine()
     with progress_bar("pruning", enabled=show) as update:
         done = execute_prune(engine.store, plan, actor=engine.actor, progress=update)
     if as_json:

@@ -508,17 +508,32 @@ class SessionAuthority:
         if method == "session.delete":
             return await self._delete(client, [sid], check=check, reason="delete")
 
-        def run() -> Any:
+        def run() -> list[str]:
+            from hermes_es.commands import archive as arch
+
             check()
             if method == "session.rename":
-                return engine.set_title(sid, params.title)
-            if method == "session.pin":
-                return engine.pin(sid, params.pinned)
-            return engine.archive(sid) if params.archived else engine.unarchive(sid)
+                engine.set_title(sid, params.title)
+                return [sid]
+            if method == "session.pin":  # through the live tip; unpin clears every segment
+                return arch.pin_sessions(engine, [sid], params.pinned)
+            if not params.archived:
+                return arch.unarchive_sessions(engine, [sid])
+            if params.reason == "sweep":
+                engine.archive(sid, "sweep")
+                return [sid]
+            return arch.archive_sessions(engine, [sid])
 
-        state = await self.write(run)
-        self.publish(sid)
-        return {"session_id": sid, "version": state.version, "title": state.title}
+        changed = await self.write(run)
+        for each in {sid, *changed}:
+            self.publish(each)
+        state = q.head(self._read(), sid)
+        return {
+            "session_id": sid,
+            "changed": changed,
+            "version": state.version if state else 0,
+            "title": state.title if state else "",
+        }
 
     async def delete_many(self, client: Client, params: p.DeleteManyParams) -> dict[str, Any]:
         """``sessions.delete``: what ``hermes sessions prune`` selected."""
@@ -544,10 +559,19 @@ class SessionAuthority:
                 sessions=busy,
             )
         engine = self.engine_for(client.principal)
+        kept: list[str] = []
+        if reason == "prune":  # re-check what the prune planned: still ended and unpinned
+            for sid in session_ids:
+                state = q.head(self._read(), sid)
+                if state is not None and (not state.ended or state.pinned):
+                    kept.append(sid)
+            session_ids = [s for s in session_ids if s not in kept]
 
         def run() -> Any:
             if check is not None:
                 check()
+            if not session_ids:
+                return []
             return delete_many(engine.store, session_ids, reason=reason, actor=engine.actor)
 
         done = await self.write(run, alone=True)
@@ -558,6 +582,7 @@ class SessionAuthority:
             "deleted": [d.session_id for d in done],
             "messages": sum(d.messages for d in done),
             "scrubbed": all(d.scrubbed for d in done),
+            "kept": kept,
         }
 
     def _busy(self, session_id: str) -> bool:
@@ -569,9 +594,11 @@ class SessionAuthority:
         self._require(client, "control")
         sid = params.session_id
         self._own(client, sid)
+        if params.reason not in ("user_exit", "run_complete"):
+            raise RpcError(p.INVALID_PARAMS, "reason must be user_exit or run_complete")
         engine = self.engine_for(client.principal)
         if not self._busy(sid):
-            await self.write(lambda: engine.end_session(sid, "user_exit"))
+            await self.write(lambda: engine.end_session(sid, params.reason))
             self.publish(sid)
         self.detach(client, sid, dropped=False)
         return {"session_id": sid, "ended": not self._busy(sid)}

@@ -6,7 +6,9 @@ import contextlib
 import itertools
 import json
 import os
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +112,44 @@ class Connection:
         self._ids = itertools.count(1)
         self.pending: list[dict[str, Any]] = []
         """Notifications received while waiting for a response."""
+        self._reader: threading.Thread | None = None
+        self._waiting: dict[int, Future[dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+        self.dropped = threading.Event()
+
+    def start_reader(self, on_notification: Callable[[dict[str, Any]], None]) -> None:
+        """Read every frame on a thread from now on: notifications go to ``on_notification``
+        (on that thread), responses to the ``call`` waiting for them."""
+
+        def run() -> None:
+            from websockets.exceptions import ConnectionClosed
+
+            try:
+                while True:
+                    message = json.loads(self.ws.recv())
+                    future = None
+                    if "id" in message and "method" not in message:
+                        with self._lock:
+                            future = self._waiting.pop(message["id"], None)
+                    if future is not None:
+                        future.set_result(message)
+                    elif "method" in message:
+                        on_notification(message)
+            except (ConnectionClosed, OSError, ValueError):
+                pass
+            finally:
+                self.dropped.set()
+                with self._lock:
+                    waiting, self._waiting = self._waiting, {}
+                for future in waiting.values():
+                    future.set_exception(GatewayDropped("the connection to the gateway dropped"))
+                on_notification({"method": "connection.dropped", "params": {}})
+
+        for message in self.pending:
+            on_notification(message)
+        self.pending.clear()
+        self._reader = threading.Thread(target=run, name="hermes-gateway-reader", daemon=True)
+        self._reader.start()
 
     @classmethod
     def open(cls, handle: GatewayHandle, client_kind: str, *, purpose: str) -> Connection:
@@ -152,10 +192,19 @@ class Connection:
 
         request_id = next(self._ids)
         frame = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}}
+        future: Future[dict[str, Any]] | None = None
+        if self._reader is not None:
+            future = Future()
+            with self._lock:
+                if self.dropped.is_set():
+                    raise GatewayDropped("the connection to the gateway dropped")
+                self._waiting[request_id] = future
         try:
             self.ws.send(json.dumps(frame))
         except ConnectionClosed as exc:
             raise GatewayDropped("the connection to the gateway dropped") from exc
+        if future is not None:
+            return _result(future.result())
         while True:
             message = self._recv(None)
             if message.get("id") == request_id:

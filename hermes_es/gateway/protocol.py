@@ -104,6 +104,8 @@ class SessionParams(msgspec.Struct, frozen=True, kw_only=True):
     """Methods naming one session: ``session.detach``, ``session.close``."""
 
     session_id: str
+    reason: str = "user_exit"
+    """``session.close``: user_exit, or run_complete for a one-shot run."""
 
 
 class SubmitParams(msgspec.Struct, frozen=True, kw_only=True):
@@ -142,6 +144,8 @@ class MutateParams(msgspec.Struct, frozen=True, kw_only=True):
     title: str = ""
     pinned: bool = True
     archived: bool = True
+    reason: str = "user"
+    """``session.archive``: user, or sweep (the idle sweep's archive)."""
     expected_version: int | None = None
 
 
