@@ -42,6 +42,7 @@ from hermes_es.queries import turns as q
 
 if TYPE_CHECKING:
     from hermes_es.commands.chat import Chat, TurnOutcome
+    from hermes_es.commands.turn_events import TurnEvent
     from hermes_es.config import LoadedConfig
     from hermes_es.gateway.reaper import Reaper
 
@@ -228,7 +229,7 @@ class SessionAuthority:
             actor = self._admitted_actor(session_id, turn)
             try:
                 outcome = await self.loop.run_in_executor(
-                    self.pool, self._run_turn, session_id, text, actor
+                    self.pool, self._run_turn, session_id, turn, text, actor
                 )
             except HermesError as exc:
                 await self._finish(session_id, turn, "failed", error=exc.message)
@@ -266,14 +267,37 @@ class SessionAuthority:
             log.error("session %s: cannot record turn %d %s: %s", session_id, turn, outcome, exc)
         self.publish(session_id)
 
-    def _run_turn(self, session_id: str, text: str, actor: str) -> TurnOutcome:
-        """On a worker thread: the one turn runner, acting as the submitter."""
+    def _run_turn(self, session_id: str, turn: int, text: str, actor: str) -> TurnOutcome:
+        """On a worker thread: the one turn runner, acting as the submitter; what it reports
+        while it runs (reply deltas, tool calls and results) is streamed to attached clients."""
         chat = self.chats.get(session_id)
         if chat is None:
             chat = self._make_chat(session_id)
             self.chats[session_id] = chat
         chat.engine = self.engine.with_actor(actor)
-        return chat.send(text)
+        index = 0
+
+        def on_event(item: TurnEvent) -> None:
+            nonlocal index
+            index += 1
+            params = {
+                "session_id": session_id,
+                "turn": turn,
+                "index": index,
+                "item": msgspec.to_builtins(item),
+            }
+            self.loop.call_soon_threadsafe(self.stream, session_id, params)
+
+        return chat.send(text, on_event=on_event)
+
+    def stream(self, session_id: str, params: dict[str, Any]) -> None:
+        """A live ``turn.stream`` item to every attached client (not stored: the turn is)."""
+        clients = self.subscribers.get(session_id)
+        if not clients:
+            return
+        frame = p.encode(p.Notification(method="turn.stream", params=params))
+        for client in list(clients):
+            client.send(frame)
 
     def _make_chat(self, session_id: str) -> Chat:
         from hermes_es.commands.chat import Chat

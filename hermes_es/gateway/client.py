@@ -230,12 +230,22 @@ class Connection:
         turn: int,
         *,
         on_event: Callable[[dict[str, Any]], None] | None = None,
+        on_stream: Callable[[dict[str, Any]], None] | None = None,
         timeout: float | None = None,
     ) -> dict[str, Any]:
-        """Follow the session's stream until ``turn`` finishes (or is unknown); its final event."""
+        """Follow the session's stream until ``turn`` finishes (or is unknown); its final event.
+
+        ``on_event`` hears each stored event, ``on_stream`` each live ``turn.stream`` item.
+        """
         for message in self.notifications(timeout):
             params = message.get("params") or {}
-            if message.get("method") != "session.event" or params.get("session_id") != session_id:
+            if params.get("session_id") != session_id:
+                continue
+            if message.get("method") == "turn.stream":
+                if on_stream is not None:
+                    on_stream(params)
+                continue
+            if message.get("method") != "session.event":
                 continue
             if on_event is not None:
                 on_event(params)

@@ -9,6 +9,7 @@ import msgspec
 
 from hermes_es import events as ev
 from hermes_es.aggregates.state import SessionState, decode_state
+from hermes_es.store.decoding import decode_row
 
 
 class StreamEvent(msgspec.Struct, frozen=True, kw_only=True):
@@ -57,7 +58,7 @@ def events_since(
     ).fetchall()
     out = []
     for version, topic, state in rows:
-        event = ev.decode(topic, state)
+        event = decode_row(topic, state, stream=session_id, version=version)
         data = msgspec.to_builtins(event)
         out.append(
             StreamEvent(
@@ -80,7 +81,7 @@ def admitted_text(conn: apsw.Connection, session_id: str, turn: int) -> str | No
         (session_id, ev.TurnAdmitted.topic),
     ).fetchall()
     for (state,) in rows:
-        event = ev.decode(ev.TurnAdmitted.topic, state)
+        event = decode_row(ev.TurnAdmitted.topic, state, stream=session_id, version=0)
         if isinstance(event, ev.TurnAdmitted) and event.turn == turn:
             return event.text
     return None

@@ -70,8 +70,12 @@ def test_lifecycle_files_one_per_profile_and_offline_turn(
         admitted = conn.call(
             "prompt.submit", {"session_id": sid, "submission_id": "s1", "text": "hello"}
         )
-        final = conn.wait_turn(sid, admitted["turn"], timeout=30)
+        streamed: list[dict[str, Any]] = []
+        final = conn.wait_turn(sid, admitted["turn"], on_stream=streamed.append, timeout=30)
     assert final["event"]["outcome"] == "completed"
+    # The turn runner's reply deltas reach attached clients live, before the stored turn.
+    assert streamed and streamed[0]["item"]["type"] == "reply.delta"
+    assert "hello" in "".join(s["item"].get("text", "") for s in streamed)
     assert gateway.terminate() == 0
     assert not (home / "gateway.json").exists()
     with SessionEngine(home / "state.db") as engine:
