@@ -99,6 +99,15 @@ def main(keep: bool) -> None:
         traces = [f.name for f in home.glob("state.db*") if b"INV-7f3a" in f.read_bytes()]
         click.echo(f"bytes of 'INV-7f3a' left in state.db and its WAL: {traces or 'none'}")
 
+        _step("the gateway: one owner of every session; the CLI attaches with a ticket")
+        demo.run("gateway", "start")
+        demo.run("gateway", "status")
+        demo.run("-c", TITLE, "-q", "Summarize where we are, through the gateway")
+        history = demo.run("sessions", "history", TITLE, show=False).rstrip().splitlines()
+        click.secho(f"$ hermes sessions history {_quote(TITLE)}  (last 5 events)", fg="green")
+        click.echo("\n".join(history[-5:]))
+        demo.run("gateway", "stop")
+
         _step("projections rebuilt from the log match the live ones; the store is healthy")
         demo.run("sessions", "verify", "--quiet")
         demo.run("doctor")

@@ -48,6 +48,26 @@ def _endpoint_info(profile_dir: Any) -> dict[str, Any] | None:
     }
 
 
+def _profile_option(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    """``hermes gateway CMD -p NAME`` is ``hermes -p NAME gateway CMD``."""
+    if value is not None:
+        root = ctx.find_root()
+        if root.obj is not None:
+            raise click.UsageError("give -p once, before or after 'gateway'")
+        root.params["profile"] = value
+
+
+_PROFILE = click.option(
+    "-p",
+    "--profile",
+    default=None,
+    expose_value=False,
+    is_eager=True,
+    callback=_profile_option,
+    help="Profile name (default: the default profile).",
+)
+
+
 @click.group("gateway", cls=LazyGroup)
 def gateway_group() -> None:
     """Run the gateway: the one owner of a profile's sessions (attach, queued turns, recovery).
@@ -57,6 +77,7 @@ def gateway_group() -> None:
 
 
 @gateway_group.command("run")
+@_PROFILE
 @click.option(
     "--drain",
     "drain_s",
@@ -117,6 +138,7 @@ def _start(ctx: click.Context) -> dict[str, Any]:
 
 
 @gateway_group.command("start")
+@_PROFILE
 @click.option("--json", "as_json", is_flag=True, help="Print the endpoint as JSON.")
 @click.pass_context
 def start_cmd(ctx: click.Context, as_json: bool) -> None:
@@ -134,6 +156,7 @@ def start_cmd(ctx: click.Context, as_json: bool) -> None:
 
 
 @gateway_group.command("ensure")
+@_PROFILE
 @click.option("--json", "as_json", is_flag=True, help="Print the endpoint as JSON.")
 @click.pass_context
 def ensure_cmd(ctx: click.Context, as_json: bool) -> None:
@@ -149,6 +172,7 @@ def ensure_cmd(ctx: click.Context, as_json: bool) -> None:
 
 
 @gateway_group.command("stop")
+@_PROFILE
 @click.option(
     "--timeout",
     type=float,
@@ -197,6 +221,7 @@ def _reaped(pid: int) -> bool:
 
 
 @gateway_group.command("status")
+@_PROFILE
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @click.pass_context
 def status_cmd(ctx: click.Context, as_json: bool) -> None:

@@ -236,6 +236,15 @@ def _repl(conn: Connection, sid: str, *, paused: bool = False) -> None:
                 conn.call("session.close", {"session_id": sid})
                 err(f"Session: {sid}\nResume with: hermes --resume {sid}")
                 return
+            if text == "/new" or text.startswith("/new "):
+                conn.call("session.close", {"session_id": sid})
+                created = conn.call(
+                    "session.create", {"title": text[4:].strip(), "workspace": os.getcwd()}
+                )
+                sid = screen.sid = created["session_id"]
+                paused = False
+                click.echo(f"New session {sid}")
+                continue
             if text == "/discard":
                 resolved = conn.call("turn.resolve", {"session_id": sid})
                 click.echo(f"turn {resolved['turn']} discarded; queued messages run now")

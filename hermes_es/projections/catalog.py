@@ -22,11 +22,12 @@ from hermes_es.store.schema import EVENTS_SCHEMA
 TRACKING_NAME = "projections"
 """Reader name under which the projections' log position is tracked."""
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """Projection layout: 1 first; 2 head state in the sessions row; 3 FTS prefix index (2, 3);
 4 platform, chat_id, model_config, launch_flags columns in sessions (docs/schema.md);
 5 messages keep reasoning_content and token_count; 6 ``sessions_last_active`` index
-(sessions list at 100,000 sessions)."""
+(sessions list at 100,000 sessions); 7 head state with the turn lifecycle fields (a gateway's
+queue, running and unknown turns: older heads are replayed)."""
 
 
 def _add_indexes(conn: apsw.Connection) -> None:
