@@ -143,10 +143,12 @@ class GroupWriter:
     def _run_group(self, jobs: list[_Job]) -> None:
         outcomes: list[tuple[_Job, Any, BaseException | None]] = []
         try:
-            with self.store.datastore.transaction():
+            # Backend-neutral: the store's own transaction, and nested ones are savepoints
+            # (SQLite and PostgreSQL alike).
+            with self.store.transaction():
                 for job in jobs:
                     try:
-                        with self.store.datastore.transaction():  # this use case's savepoint
+                        with self.store.transaction():  # this use case's savepoint
                             result = job.fn()
                     except Exception as exc:
                         outcomes.append((job, None, exc))

@@ -267,3 +267,31 @@ def test_raw_socket_bad_frames_get_jsonrpc_errors(home: Path, gateway: GatewayPr
         assert json.loads(ws.recv(timeout=10))["error"]["code"] == -32601
     assert socket.gethostbyname("127.0.0.1") == handle.endpoint.host
     _ = Connection
+
+
+def test_worker_ticket_reaches_only_its_own_sessions(home: Path, gateway: GatewayProcess) -> None:
+    """A worker connection may create and drive its own sessions, nothing else."""
+    handle = gateway.start()
+    with handle.connect() as operator:
+        other = operator.call("session.create", {})["session_id"]
+    with handle.connect("worker", purpose="worker") as worker:
+        own = worker.call("session.create", {"source": "tool"})["session_id"]
+        admitted = worker.call(
+            "prompt.submit",
+            {"session_id": own, "submission_id": "w1", "text": "work", "client_kind": "worker"},
+        )
+        assert worker.wait_turn(own, admitted["turn"], timeout=30)["event"]["outcome"] == (
+            "completed"
+        )
+        for method, params in (
+            ("session.resume", {"ref": other}),
+            ("events.since", {"session_id": other}),
+            ("session.rename", {"session_id": own, "title": "x"}),
+        ):
+            with pytest.raises(GatewayError) as refused:
+                worker.call(method, params)
+            assert refused.value.code == 4030, method
+    history = _events(handle, own)
+    assert history[1]["actor"] == f"uid:{os.getuid()}"
+    assert history[1]["event"]["client_kind"] == "worker"
+    assert gateway.terminate() == 0
