@@ -27,14 +27,26 @@ SCHEMA_VERSION = 7
 4 platform, chat_id, model_config, launch_flags columns in sessions (docs/schema.md);
 5 messages keep reasoning_content and token_count; 6 ``sessions_last_active`` index
 (sessions list at 100,000 sessions); 7 head state with the turn lifecycle fields (a gateway's
-queue, running and unknown turns: older heads are replayed)."""
+queue, running and unknown turns: older heads are re-encoded, no replay)."""
 
 
 def _add_indexes(conn: apsw.Connection) -> None:
     ProjectionSet().create_indexes(conn)
 
 
-UPGRADES: dict[int, Callable[[apsw.Connection], None]] = {5: _add_indexes}
+def _reencode_heads(conn: apsw.Connection) -> None:
+    """Layout 7: heads gained the turn fields (with defaults); an old head decodes into exactly
+    what a replay would fold, so re-encoding it is the whole upgrade."""
+    from hermes_es.aggregates.state import decode_state, encode_state
+
+    rows = conn.execute("SELECT id, head FROM sessions").fetchall()
+    for sid, head in rows:
+        conn.execute(
+            "UPDATE sessions SET head = ? WHERE id = ?", (encode_state(decode_state(head)), sid)
+        )
+
+
+UPGRADES: dict[int, Callable[[apsw.Connection], None]] = {5: _add_indexes, 6: _reencode_heads}
 """Layout upgrades that need no replay: from the key's version to the next one."""
 
 

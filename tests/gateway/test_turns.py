@@ -135,3 +135,29 @@ def test_next_runnable_rules() -> None:
     state.turn_running = 0
     state.turns_unknown = [2]
     assert agg.next_runnable(state) == 0
+
+
+def test_layout_6_heads_are_reencoded_and_verify_clean(tmp_path: Path) -> None:
+    """A store whose heads predate the turn fields upgrades in place; verify finds no drift."""
+    import msgspec
+
+    from hermes_es.aggregates.state import SessionState, decode_state
+    from hermes_es.projections.catalog import SCHEMA_VERSION, connect
+
+    with SessionEngine(tmp_path / "state.db") as engine:
+        sid = engine.start_session("cli", cwd=str(tmp_path))
+        engine.append_message(sid, "user", "one")
+    db = tmp_path / "state.db"
+    conn = connect(db)
+    head = decode_state(conn.execute("SELECT head FROM sessions").fetchall()[0][0])
+    old_fields = {f: getattr(head, f) for f in SessionState.__struct_fields__ if "turn" not in f}
+    old_fields.pop("recent_submissions")
+    shrunk = msgspec.msgpack.encode(old_fields)  # a head as layout 6 wrote it
+    conn.execute("UPDATE sessions SET head = ?", (shrunk,))
+    conn.execute("PRAGMA user_version = 6")
+    conn.close()
+    conn = connect(db)
+    assert conn.execute("PRAGMA user_version").fetchall()[0][0] == SCHEMA_VERSION
+    conn.close()
+    diffs = verify(db)
+    assert diffs and all(d.equal for d in diffs), diffs
