@@ -59,6 +59,22 @@ def adapt_sql(sql: str) -> str:
     return done
 
 
+_PLAIN_INSERT = re.compile(
+    r"INSERT INTO (\w+) \(([\w, ]+)\) VALUES \(\?(?:::\w+)?(?:, \?(?:::\w+)?)*\)\Z"
+)
+_copies: dict[str, str | None] = {}
+
+
+def _copy_target(sql: str) -> str | None:
+    """``COPY table (columns) FROM STDIN`` for a plain ``INSERT … VALUES (?, …)`` (no
+    conflict clause, no expressions), else None. COPY reads each value with its column type's
+    input function, which is what a ``?::type`` cast does."""
+    if sql not in _copies:
+        m = _PLAIN_INSERT.match(sql.strip())
+        _copies[sql] = f"COPY {m.group(1)} ({m.group(2)}) FROM STDIN" if m else None
+    return _copies[sql]
+
+
 def _returns_rows(sql: str, cur: psycopg.Cursor[Any]) -> bool:
     """Whether to fetch: in pipeline mode ``description`` is unknown until a sync, so a
     statement that yields rows is recognised by its text (fetching then forces the sync)."""
@@ -169,7 +185,13 @@ class PgConnection:
             return
         with self._conn() as conn, translated():
             cur = conn.cursor()
-            if len(batch) == 1:  # one row: a plain execute saves executemany's pipeline sync
+            pipelined = conn.pgconn.pipeline_status != psycopg.pq.PipelineStatus.OFF
+            copy = _copy_target(sql) if len(batch) > 1 and not pipelined else None
+            if copy is not None:  # many plain inserts: one COPY instead of a round trip each
+                with cur.copy(copy) as out:
+                    for row in batch:
+                        out.write_row(row)
+            elif len(batch) == 1:  # one row: a plain execute saves executemany's pipeline sync
                 cur.execute(adapt_sql(sql), batch[0])
             else:
                 cur.executemany(adapt_sql(sql), batch)
