@@ -97,6 +97,10 @@ def test_output_into_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:
         engine.start_session("cli", session_id=SID)
         for n in range(4):
             engine.append_message(SID, "user", f"line {n}\n" + "words " * 100_000)
+        # history prints a line per event: enough events that its output cannot fit in the
+        # pipe's buffer, so the command is still writing when the reader leaves.
+        for n in range(2000):
+            engine.append_message(SID, "user", f"m{n}")
     for args in (("sessions", "show", SID), ("sessions", "history", SID)):
         with subprocess.Popen(
             [sys.executable, "-c", ENTRY, *args],
