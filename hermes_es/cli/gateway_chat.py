@@ -1,10 +1,16 @@
-"""The chat through a running gateway: ``hermes``, ``-c``, ``-r``, ``chat -q`` and ``/new``.
+"""The chat through a running gateway: ``hermes``, ``-c``, ``-r``, ``chat -q`` and slash commands.
 
 The CLI only reads input and renders the session's event stream; the gateway admits, queues
-and runs every turn. The session is picked from the read side (like embedded mode), then
-attached with a ticket from the control socket; nothing here opens state.db for writing. Two
-terminals on one session both stay attached and see each other's turns. A connection that
-drops mid-turn loses nothing: the gateway stores the outcome, and the CLI says how to resume.
+and runs every turn. Live ``turn.stream`` items (reply deltas, tool calls, tool results) are
+drawn by the embedded chat's renderer (:class:`hermes_es.cli.repl.StreamRenderer`), for this
+terminal's turns and for those of any other client attached to the session; a resume draws the
+embedded recap panel from the read side. Slash commands with a protocol method are forwarded;
+the others say they are not available through the gateway.
+
+The session is picked from the read side (like embedded mode), then attached with a ticket
+from the control socket; nothing here opens state.db for writing. Two terminals on one
+session both stay attached and see each other's turns. A connection that drops mid-turn
+loses nothing: the gateway stores the outcome, and the CLI says how to resume.
 """
 
 from __future__ import annotations
@@ -19,17 +25,25 @@ import click
 
 from hermes_es.errors import HermesError, ResponderError
 from hermes_es.gateway.client import Connection, GatewayDropped, GatewayHandle
+from hermes_es.terminal_text import clean, echo, fit, one_line, pad
 
 if TYPE_CHECKING:
     from hermes_es.cli.base import Hermes
+    from hermes_es.cli.repl import StreamRenderer
 
-_CONTROL = {i for i in range(32) if i not in (9, 10)} | {127}
-_TABLE = {i: f"\\x{i:02x}" for i in _CONTROL}
+GATEWAY_HELP = """Commands (through the gateway):
+  /new [NAME]        start a fresh session (optionally titled)
+  /title NAME        set this session's title
+  /sessions          recent sessions
+  /resume NAME       switch to another session
+  /recap             show the recap again
+  /discard           resolve an unknown turn (queued messages run then)
+  /exit              leave (the session id is printed)"""
 
 
 def safe(text: str) -> str:
     """Text from models, tools and other users with terminal control characters made visible."""
-    return text.translate(_TABLE)
+    return clean(text)
 
 
 def err(message: str) -> None:
@@ -129,7 +143,9 @@ def run_via_gateway(hermes: Hermes, handle: GatewayHandle, **options: Any) -> No
                 "while it ran); queued messages wait until it is resolved: /discard"
             )
         if options.get("interactive"):
-            _repl(conn, sid, paused=bool(summary.get("unknown")))
+            if options.get("continue_name") is not None or options.get("resume_ref") is not None:
+                show_recap(hermes, sid)
+            _repl(conn, hermes, sid, paused=bool(summary.get("unknown")))
             return
         text = options.get("text")
         if text is None:
@@ -171,8 +187,32 @@ def _one_turn(conn: Connection, sid: str, text: str) -> str:
     return safe(replies[-1]) if replies else ""
 
 
+def show_recap(hermes: Hermes, sid: str) -> None:
+    """Draw the embedded chat's recap of ``sid`` (read side only), honouring
+    ``display.resume_display: minimal``."""
+    from hermes_es.cli.repl import render_recap
+    from hermes_es.queries.recap import session_recap
+
+    recap = session_recap(hermes.reader(), sid)
+    render_recap(recap, minimal=hermes.config().config.display.resume_display == "minimal")
+
+
+def stream_event(item: Any) -> Any:
+    """The turn event a ``turn.stream`` item carries (None: not one this client knows)."""
+    import msgspec
+
+    from hermes_es.commands.turn_events import TurnEvent
+
+    try:
+        return msgspec.convert(item, TurnEvent)
+    except msgspec.ValidationError:
+        return None
+
+
 class _Screen:
-    """Renders the session's live stream in an interactive chat (any client's turns)."""
+    """Renders the session's live stream in an interactive chat (any client's turns): the
+    streamed deltas, tool calls and results through the embedded renderer, and a stored reply
+    only when nothing of it streamed."""
 
     def __init__(self, sid: str) -> None:
         self.sid = sid
@@ -180,10 +220,24 @@ class _Screen:
         self.lock = threading.Lock()
         self.dropped = threading.Event()
         self.mine: set[int] = set()
+        self.renderers: dict[int, StreamRenderer] = {}
+        self.running = 0
+        """The session's running turn (turns of a session run one at a time)."""
 
     def waiter(self, turn: int) -> threading.Event:
         with self.lock:
             return self.done.setdefault(turn, threading.Event())
+
+    def renderer(self, turn: int) -> StreamRenderer:
+        from hermes_es.cli.repl import StreamRenderer
+
+        return self.renderers.setdefault(turn, StreamRenderer())
+
+    def switch(self, sid: str) -> None:
+        """Follow another session from now on."""
+        self.sid = sid
+        self.running = 0
+        self.renderers.clear()
 
     def __call__(self, message: dict[str, Any]) -> None:
         method = message.get("method")
@@ -196,30 +250,67 @@ class _Screen:
             err("(the gateway is shutting down; running turns finish first)")
             return
         params = message.get("params") or {}
-        if method != "session.event" or params.get("session_id") != self.sid:
+        if params.get("session_id") != self.sid:
+            return
+        if method == "turn.stream":
+            event = stream_event(params.get("item"))
+            if event is not None:
+                self.renderer(int(params.get("turn", 0)))(event)
+            return
+        if method != "session.event":
             return
         kind = params.get("type")
         event = params.get("event") or {}
         if kind == "hermes.turn.admitted" and event.get("turn") not in self.mine:
-            click.echo(
-                f"\n[{safe(str(params.get('actor')))} via {event.get('client_kind')}] "
-                f"› {safe(str(event.get('text', '')))}"
+            echo(
+                f"\n[{one_line(str(params.get('actor')))} via "
+                f"{one_line(str(event.get('client_kind')))}] › {clean(str(event.get('text', '')))}"
             )
+        if kind == "hermes.turn.started":
+            self.running = int(event.get("turn", 0))
+        drawn = self.renderers.get(self.running)
         for role, text in _message_texts(params):
-            if role == "assistant" and text.strip():
-                click.echo(safe(text))
-        if kind == "hermes.turn.finished" and event.get("outcome") == "failed":
-            err(f"turn {event.get('turn')} failed: {safe(str(event.get('error', '')))}")
+            if role == "assistant" and text.strip() and not (drawn and drawn.drew_reply):
+                echo(text)
         if kind in ("hermes.turn.finished", "hermes.turn.unknown"):
-            self.waiter(int(event.get("turn", 0))).set()
+            turn = int(event.get("turn", 0))
+            finished = self.renderers.pop(turn, None)
+            if finished is not None:
+                finished.finish_line()
+            if kind == "hermes.turn.finished" and event.get("outcome") == "failed":
+                err(f"turn {turn} failed: {one_line(str(event.get('error', '')))}")
+            self.waiter(turn).set()
 
 
-def _repl(conn: Connection, sid: str, *, paused: bool = False) -> None:
-    """The interactive loop: read a line, submit it, show the stream; /discard, /exit."""
+def _sessions(conn: Connection, sid: str) -> None:
+    """``/sessions``: the recent sessions, as the gateway lists them."""
+    rows = conn.call("session.list", {"limit": 20}).get("sessions") or []
+    if not rows:
+        click.echo("(no sessions)")
+    for row in rows:
+        marker = "*" if row.get("id") == sid else " "
+        title = pad(fit(one_line(str(row.get("title") or "-")), 24), 24)
+        preview = fit(one_line(str(row.get("preview") or "")), 50)
+        echo(f"{marker} {one_line(str(row.get('id')))}  {title}  {preview}")
+
+
+def _not_here(name: str) -> None:
+    """Say that an embedded slash command has no gateway counterpart (nothing happened)."""
+    err(
+        f"{name} is not available through the gateway (nothing was done); /help lists the "
+        "commands that are"
+    )
+
+
+def _repl(conn: Connection, hermes: Hermes, sid: str, *, paused: bool = False) -> None:
+    """The interactive loop: read a line, submit it, show the stream; slash commands."""
+    from hermes_es.cli.repl import COMMANDS
+
     screen = _Screen(sid)
     conn.start_reader(screen)
     click.echo(
-        f"Session {sid} (through the gateway). /exit to leave, /discard to resolve an unknown turn."
+        f"Session {sid} (through the gateway). /help for commands, /exit to leave, /discard to"
+        " resolve an unknown turn."
     )
     while True:
         try:
@@ -231,24 +322,60 @@ def _repl(conn: Connection, sid: str, *, paused: bool = False) -> None:
             continue
         if screen.dropped.is_set():
             raise DroppedMidTurnError(dropped_notice(sid), subject=sid)
+        name, _, arg = text.partition(" ")
+        arg = arg.strip()
         try:
             if text in ("/exit", "/quit"):
                 conn.call("session.close", {"session_id": sid})
                 err(f"Session: {sid}\nResume with: hermes --resume {sid}")
                 return
-            if text == "/new" or text.startswith("/new "):
+            if name == "/new":
                 conn.call("session.close", {"session_id": sid})
-                created = conn.call(
-                    "session.create", {"title": text[4:].strip(), "workspace": os.getcwd()}
-                )
-                sid = screen.sid = created["session_id"]
+                created = conn.call("session.create", {"title": arg, "workspace": os.getcwd()})
+                sid = created["session_id"]
+                screen.switch(sid)
                 paused = False
-                click.echo(f"New session {sid}")
+                echo(f"New session {sid}" + (f' "{one_line(arg)}"' if arg else ""))
                 continue
-            if text == "/discard":
+            if name == "/discard":
                 resolved = conn.call("turn.resolve", {"session_id": sid})
                 click.echo(f"turn {resolved['turn']} discarded; queued messages run now")
                 paused = False
+                continue
+            if name == "/title":
+                if not arg:
+                    err("usage: /title NAME")
+                    continue
+                renamed = conn.call("session.rename", {"session_id": sid, "title": arg})
+                echo(f'Title set: "{one_line(str(renamed.get("title", arg)))}"')
+                continue
+            if name == "/sessions":
+                _sessions(conn, sid)
+                continue
+            if name == "/resume":
+                if not arg:
+                    err("usage: /resume NAME")
+                    continue
+                summary = conn.call("session.resume", {"ref": arg})
+                if summary["session_id"] != sid:
+                    conn.call("session.close", {"session_id": sid})
+                    sid = summary["session_id"]
+                    screen.switch(sid)
+                    _crumb(hermes, sid)
+                paused = bool(summary.get("unknown"))
+                show_recap(hermes, sid)
+                continue
+            if name == "/recap":
+                show_recap(hermes, sid)
+                continue
+            if name == "/help":
+                click.echo(GATEWAY_HELP)
+                continue
+            if text.startswith("/") and text[1:2].isalpha():
+                if name in COMMANDS:
+                    _not_here(name)
+                else:
+                    err(f"Unknown command {one_line(name)}; /help lists commands")
                 continue
             admitted = conn.call(
                 "prompt.submit",
@@ -257,7 +384,7 @@ def _repl(conn: Connection, sid: str, *, paused: bool = False) -> None:
         except GatewayDropped as exc:
             raise DroppedMidTurnError(dropped_notice(sid), subject=sid) from exc
         except HermesError as exc:
-            err(f"Error: {exc.message}")
+            echo(f"Error: {exc.message}", err=True)
             continue
         turn = int(admitted["turn"])
         screen.mine.add(turn)
