@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from hermes_es.aggregates.state import SessionState
 from hermes_es.commands.engine import SessionEngine
 from hermes_es.commands.writer import GroupWriter
+from hermes_es.queries.turns import head
 
 T = TypeVar("T")
 
@@ -64,6 +65,13 @@ class GroupCommitEngine(SessionEngine):
     # -- routed use cases (the signatures are SessionEngine's) --------------------------------
 
     def get(self, session_id: str) -> SessionState:
+        """The committed head, read on the calling thread's own connection (a plain read, no
+        trip through the writer); an absent or deleted session goes through the writer for
+        its exact error."""
+        if not self.writer.on_writer_thread():
+            state = head(self.store.connection(), session_id)
+            if state is not None and state.version:
+                return state
         return self.run(lambda: SessionEngine.get(self, session_id))
 
     def start_session(self, *args: Any, **kwargs: Any) -> str:

@@ -122,6 +122,8 @@ class SessionAuthority:
         self.draining = False
         self.reaper: Reaper | None = None
         self._responder: Any = None
+        self.admitted_by: dict[tuple[str, int], str] = {}
+        """(session, turn) → the key of who submitted it, while it waits to run."""
         engine.on_change = self._changed_from_thread
         self._read = engine.store.connection  # this (loop) thread's connection: reads only
 
@@ -242,6 +244,9 @@ class SessionAuthority:
             self.reaper.turns_idle(session_id)
 
     def _admitted_actor(self, session_id: str, turn: int) -> str:
+        known = self.admitted_by.pop((session_id, turn), None)
+        if known is not None:  # admitted by this gateway: no scan of the log
+            return known
         for event in reversed(q.events_since(self._read(), session_id, 0)):
             if event.type == "hermes.turn.admitted" and event.event.get("turn") == turn:
                 return event.actor
@@ -257,6 +262,7 @@ class SessionAuthority:
         seqs: list[int] | None = None,
     ) -> None:
         engine = self.engine
+        self.admitted_by.pop((session_id, turn), None)
         try:
             await self.write(
                 lambda: turns.finish(
@@ -466,6 +472,8 @@ class SessionAuthority:
                 text=params.text,
             )
         )
+        if admission.turn and not admission.duplicate:
+            self.admitted_by.setdefault((sid, admission.turn), client.principal.key)
         if sid not in client.sessions:
             self.attach(client, sid)
         self.publish(sid)

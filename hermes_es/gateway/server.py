@@ -109,6 +109,7 @@ async def _serve(home: Path, profile: str, paths: GatewayPaths, drain_s: float) 
     state = GatewayState(home=home, profile=profile, instance_id=instance_id)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind(("127.0.0.1", 0))
     port = int(sock.getsockname()[1])
     config = uvicorn.Config(
@@ -117,6 +118,9 @@ async def _serve(home: Path, profile: str, paths: GatewayPaths, drain_s: float) 
         access_log=False,
         lifespan="on",
         ws="websockets-sansio",
+        # small JSON frames on loopback: compressing each one per client cost more CPU than
+        # it saved (a frame is encoded once but was deflated once per attached client)
+        ws_per_message_deflate=False,
         timeout_graceful_shutdown=5,
     )
     server = _Server(config)
