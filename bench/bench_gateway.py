@@ -174,7 +174,8 @@ class RpcClient:
                 self.waiting.pop(message["id"]).set_result(message.get("result"))
                 continue
             params = message.get("params") or {}
-            self.arrivals[(params.get("session_id", ""), params.get("sequence", 0))] = now
+            if "sequence" in params:  # a stored event (turn.stream items carry none)
+                self.arrivals[(params["session_id"], params["sequence"])] = now
             if params.get("type") == "hermes.turn.finished":
                 turn = params["event"]["turn"]
                 self.done_at[turn] = now

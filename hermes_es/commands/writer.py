@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -36,6 +37,8 @@ class _Job:
 
 
 _STOP = object()
+_WAKE = object()
+"""Queued behind an urgent job: wakes the writer (the job itself waits in the urgent lane)."""
 
 
 class GroupWriter:
@@ -45,6 +48,8 @@ class GroupWriter:
         self.store = store
         self.max_group = max_group
         self._queue: queue.SimpleQueue[_Job | object] = queue.SimpleQueue()
+        self._urgent: deque[_Job] = deque()
+        """Short use cases a caller waits on (an admission): first into the next group."""
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.groups = 0
@@ -76,16 +81,24 @@ class GroupWriter:
 
     # -- submitting --------------------------------------------------------------------------
 
-    def submit(self, fn: Callable[[], T], *, alone: bool = False) -> Future[T]:
+    def submit(
+        self, fn: Callable[[], T], *, alone: bool = False, urgent: bool = False
+    ) -> Future[T]:
         """Queue a use case; the future resolves after its group committed.
 
         ``alone``: run it outside any group transaction (a use case that commits, checkpoints
-        or vacuums by itself, such as a verified delete).
+        or vacuums by itself, such as a verified delete). ``urgent``: a short use case someone
+        waits on (an admission); it goes into the next group ahead of the queued ones, so it
+        waits for at most the group being committed, not for the whole queue.
         """
         if self._thread is None:
             raise RuntimeError("the writer is not running")
-        job = _Job(fn, alone)
-        self._queue.put(job)
+        job = _Job(fn, alone and not urgent)
+        if urgent and not alone:
+            self._urgent.append(job)
+            self._queue.put(_WAKE)
+        else:
+            self._queue.put(job)
         return job.future
 
     def call(self, fn: Callable[[], T], *, alone: bool = False) -> T:
@@ -97,13 +110,21 @@ class GroupWriter:
     # -- the thread --------------------------------------------------------------------------
 
     def _take(self) -> tuple[list[_Job], bool]:
-        first = self._queue.get()
-        if first is _STOP:
-            return [], True
-        assert isinstance(first, _Job)
-        jobs = [first]
-        if first.alone:
-            return jobs, False
+        jobs: list[_Job] = []
+        while not jobs:
+            first = self._queue.get()
+            self._take_urgent(jobs)
+            if first is _STOP:
+                return jobs, True
+            if first is _WAKE:
+                continue  # its job is already in ``jobs`` (or ran in an earlier group)
+            assert isinstance(first, _Job)
+            if first.alone:
+                if jobs:
+                    self._queue.put(first)  # runs after this group, by itself
+                    return jobs, False
+                return [first], False
+            jobs.append(first)
         stop = False
         while len(jobs) < self.max_group:
             try:
@@ -113,12 +134,19 @@ class GroupWriter:
             if nxt is _STOP:
                 stop = True
                 break
+            if nxt is _WAKE:
+                self._take_urgent(jobs)
+                continue
             assert isinstance(nxt, _Job)
             if nxt.alone:
                 self._queue.put(nxt)  # runs after this group, by itself
                 break
             jobs.append(nxt)
         return jobs, stop
+
+    def _take_urgent(self, jobs: list[_Job]) -> None:
+        while self._urgent:
+            jobs.append(self._urgent.popleft())
 
     def _run(self) -> None:
         stop = False

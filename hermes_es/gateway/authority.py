@@ -129,9 +129,10 @@ class SessionAuthority:
 
     # -- writes -------------------------------------------------------------------------------
 
-    async def write(self, fn: Callable[[], T], *, alone: bool = False) -> T:
-        """Run a use case on the writer; resolves after its group committed."""
-        future = self.engine.writer.submit(fn, alone=alone)
+    async def write(self, fn: Callable[[], T], *, alone: bool = False, urgent: bool = False) -> T:
+        """Run a use case on the writer; resolves after its group committed (``urgent``: ahead
+        of the queued use cases, in the next group)."""
+        future = self.engine.writer.submit(fn, alone=alone, urgent=urgent)
         try:
             return await asyncio.wrap_future(future)
         except HermesError as exc:
@@ -470,7 +471,8 @@ class SessionAuthority:
                 submission_id=params.submission_id,
                 client_kind=params.client_kind,
                 text=params.text,
-            )
+            ),
+            urgent=True,  # the submitter waits on this answer; turns' writes can wait
         )
         if admission.turn and not admission.duplicate:
             self.admitted_by.setdefault((sid, admission.turn), client.principal.key)

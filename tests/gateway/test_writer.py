@@ -103,3 +103,45 @@ def test_changes_are_reported_after_commit(tmp_path: Path) -> None:
     finally:
         engine.close()
     assert heard == [(sid, 0), (sid, 1), (sid, 1)]
+
+
+def test_urgent_use_case_joins_the_next_group_ahead_of_queued_ones(
+    gce: GroupCommitEngine,
+) -> None:
+    """An urgent use case runs in the next group ahead of queued ones; acked after its commit."""
+    sid = gce.start_session("cli")
+    writer = gce.writer
+    gate = threading.Event()
+    order: list[str] = []
+    blocker = writer.submit(lambda: gate.wait(10))  # holds the writer in a group
+    queued = [
+        writer.submit(lambda i=i: order.append(f"queued {i}"))
+        for i in range(3)  # type: ignore[misc]
+    ]
+    urgent = writer.submit(
+        lambda: (order.append("urgent"), gce.append_message(sid, "user", "now"))[1], urgent=True
+    )
+    gate.set()
+    blocker.result(10)
+    urgent.result(10)
+    for f in queued:
+        f.result(10)
+    assert order[0] == "urgent"
+    assert sorted(order[1:]) == ["queued 0", "queued 1", "queued 2"]
+    assert _count(gce.db_path, sid) == 1  # stored once the future resolved
+
+
+def test_get_reads_the_committed_head_and_names_a_missing_session(
+    gce: GroupCommitEngine,
+) -> None:
+    """``get`` off the writer returns the committed head; an unknown id still raises its error."""
+    sid = gce.start_session("cli", title="t")
+    gce.append_message(sid, "user", "hello")
+    groups = gce.writer.groups
+    state = gce.get(sid)
+    assert state.version >= 2 and state.message_count == 1
+    assert gce.writer.groups == groups  # no trip through the writer
+    from hermes_es.errors import SessionNotFoundError
+
+    with pytest.raises(SessionNotFoundError, match="no session"):
+        gce.get("nope-0000")
