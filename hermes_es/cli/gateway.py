@@ -27,12 +27,12 @@ class GatewayCliError(HermesError):
 
 
 def _endpoint_info(profile_dir: Any) -> dict[str, Any] | None:
-    from hermes_es.gateway.client import _alive
+    from hermes_es.commands.holders import pid_alive
     from hermes_es.gateway.paths import GatewayPaths, read_endpoint
 
     paths = GatewayPaths(profile_dir)
     endpoint = read_endpoint(paths)
-    if endpoint is None or not _alive(endpoint.pid):
+    if endpoint is None or not pid_alive(endpoint.pid):
         return None
     return {
         "running": True,
@@ -186,7 +186,7 @@ def stop_cmd(ctx: click.Context, timeout: float) -> None:
 
     Example: hermes gateway stop
     """
-    from hermes_es.gateway.client import _alive
+    from hermes_es.commands.holders import pid_alive
     from hermes_es.gateway.paths import GatewayPaths
 
     hermes = get_hermes(ctx)
@@ -198,13 +198,13 @@ def stop_cmd(ctx: click.Context, timeout: float) -> None:
             pid = int(paths.pid.read_text(encoding="utf-8").strip() or 0)
         except (OSError, ValueError):
             pid = 0
-    if not pid or not _alive(pid):
+    if not pid or not pid_alive(pid):
         click.echo("no gateway running")
         return
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not _alive(pid) or _reaped(pid):
+        if not pid_alive(pid) or _reaped(pid):
             click.echo(f"gateway stopped (pid {pid})")
             return
         time.sleep(0.05)

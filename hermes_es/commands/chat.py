@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from hermes_es.commands.openai_messages import send_order, unanswered_calls
+from hermes_es.commands.openai_messages import send_order, unanswered_calls, with_media_text
 from hermes_es.errors import (
     ConflictError,
     InvariantError,
@@ -131,14 +131,7 @@ def dict_to_chat(message: dict[str, Any]) -> ChatMessage:
     """An appendable message mapping as the responder sees it (media text rendered in)."""
     from hermes_es.responders.base import ChatMessage, ToolCall
 
-    content: str | list[dict[str, Any]] = message.get("content", "")
-    blocks = [str(m["text"]) for m in message.get("media") or [] if m.get("text")]
-    if blocks:
-        joined = "\n\n".join(blocks)
-        if isinstance(content, str):
-            content = f"{content}\n\n{joined}" if content else joined
-        else:
-            content = [*content, {"type": "text", "text": joined}]
+    content = with_media_text(message.get("content", ""), message.get("media") or [])
     return ChatMessage(
         role=message["role"],
         content=content,

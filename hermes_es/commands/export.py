@@ -25,8 +25,8 @@ from hermes_es.errors import GuardError, HermesError, UsageError, ValidationErro
 from hermes_es.export import backup, render
 from hermes_es.export.names import file_stem, unique_names
 from hermes_es.export.select import delegate_tree, display_version, lineage_of
-from hermes_es.export.snapshot import read_snapshot
 from hermes_es.redact import redact
+from hermes_es.store.db import read_transaction
 
 if TYPE_CHECKING:  # plain exports never import the write side (eventsourcing)
     from hermes_es.commands.delete import Deleted
@@ -158,7 +158,7 @@ def _render_whole(session: backup.BackupSession, opts: ExportOptions) -> tuple[b
 def render_bytes(conn: apsw.Connection, session_id: str, opts: ExportOptions) -> tuple[bytes, int]:
     """The exported bytes of one session and the number of messages they hold."""
     check_options(opts)
-    with read_snapshot(conn):
+    with read_transaction(conn):
         guard_export(conn, session_id, opts)
         session = backup.read_backup(conn, session_id, redact_secrets=opts.redact, at=opts.at)
     return _render_whole(session, opts)
@@ -303,7 +303,7 @@ def export_sessions(
     check_options(opts)
     opts = opts if opts.at else msgspec.structs.replace(opts, at=round(time.time(), 3))
     tick = progress or (lambda done, total: None)
-    with read_snapshot(conn):
+    with read_transaction(conn):
         titles = _titles(conn, session_ids, redact_secrets=opts.redact)
         for sid in session_ids:
             guard_export(conn, sid, opts)
@@ -383,7 +383,7 @@ def export_then_delete(
     check_options(opts)
     check_delete_basis(opts)
     conn = engine.store.connection()
-    with read_snapshot(conn):
+    with read_transaction(conn):
         ids = [session_id, *delegate_tree(conn, session_id)]
         files = export_sessions(conn, output, ids, opts, progress=progress)
     verify_files(output, files)
@@ -448,7 +448,7 @@ def save_session(
     into_dir = target.is_dir()
     if not into_dir and not force and os.path.lexists(target):
         raise _exists_error(target)
-    with read_snapshot(conn):
+    with read_transaction(conn):
         title = _titles(conn, [session_id], redact_secrets=redact)[session_id]
         stem = file_stem(session_id, title)
         version = display_version(conn, session_id)

@@ -91,16 +91,24 @@ def _call(raw: Any, where: str) -> Any:
     return out
 
 
+def with_media_text(
+    content: str | list[dict[str, Any]], media: Sequence[Mapping[str, Any]]
+) -> str | list[dict[str, Any]]:
+    """``content`` with the text kept for its media (descriptions, transcripts) appended."""
+    blocks = [str(m["text"]) for m in media if m.get("text")]
+    if not blocks:
+        return content
+    joined = "\n\n".join(blocks)
+    if isinstance(content, str):
+        return f"{content}\n\n{joined}" if content else joined
+    return [*content, {"type": "text", "text": joined}]
+
+
 def to_openai(message: TranscriptMessage) -> dict[str, Any]:
     """One stored message in chat-completions request form (media text rendered in)."""
-    content: Any = message.parts if message.parts is not None else message.content
-    blocks = [str(m["text"]) for m in message.media if m.get("text")]
-    if blocks:
-        joined = "\n\n".join(blocks)
-        if isinstance(content, str):
-            content = f"{content}\n\n{joined}" if content else joined
-        else:
-            content = [*content, {"type": "text", "text": joined}]
+    content: Any = with_media_text(
+        message.parts if message.parts is not None else message.content, message.media
+    )
     out: dict[str, Any] = {"role": message.role, "content": content}
     if message.tool_calls:
         if content == "":

@@ -21,9 +21,9 @@ import msgspec
 
 from hermes_es import events as ev
 from hermes_es.errors import SessionNotFoundError
-from hermes_es.export.snapshot import read_snapshot
 from hermes_es.queries.lookup import started_event
 from hermes_es.redact import redact, redact_value
+from hermes_es.store.db import read_transaction
 
 FORMAT = "hermes-es.session/1"
 """Format tag written on every backup object."""
@@ -215,7 +215,7 @@ def read_backup(
     conn: apsw.Connection, session_id: str, *, redact_secrets: bool = False, at: float = 0.0
 ) -> BackupSession:
     """The whole backup object of one session (metadata and every stored row)."""
-    with read_snapshot(conn):
+    with read_transaction(conn):
         meta = read_meta(conn, session_id, secret=redact_secrets)
         messages = list(iter_messages(conn, session_id, secret=redact_secrets))
     return msgspec.structs.replace(meta, exported_at=at, messages=messages)
@@ -244,7 +244,7 @@ def stream_backup(
     The concatenated pieces equal ``encode_line(read_backup(...))``; the whole read is one
     snapshot, so rows appended meanwhile are not half-included.
     """
-    with read_snapshot(conn):
+    with read_transaction(conn):
         meta = msgspec.structs.replace(
             read_meta(conn, session_id, secret=redact_secrets), exported_at=at
         )

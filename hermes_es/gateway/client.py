@@ -12,6 +12,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from hermes_es.commands.holders import pid_alive
 from hermes_es.errors import HermesError
 from hermes_es.gateway.control import ControlError, request_ticket
 from hermes_es.gateway.paths import Endpoint, GatewayPaths, read_endpoint
@@ -31,16 +32,6 @@ class GatewayError(HermesError):
 
 class GatewayDropped(GatewayError):
     """The connection to the gateway dropped."""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class GatewayHandle:
@@ -88,7 +79,7 @@ def running_gateway(profile_dir: Path) -> GatewayHandle | None:
         return None
     paths = GatewayPaths(profile_dir)
     endpoint = read_endpoint(paths)
-    if endpoint is None or not _alive(endpoint.pid) or not paths.socket.exists():
+    if endpoint is None or not pid_alive(endpoint.pid) or not paths.socket.exists():
         return None
     return GatewayHandle(paths, endpoint)
 

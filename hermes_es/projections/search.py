@@ -13,7 +13,8 @@ from hermes_es.projections.base import Change, message_row_id
 from hermes_es.projections.fts import create_fts_sql
 
 
-def _new_messages(e: ev.Event) -> list[ev.Message]:
+def new_messages(e: ev.Event) -> list[ev.Message]:
+    """The message rows an event stores (appends, edits, turns, imports, summaries)."""
     if isinstance(e, ev.MessageAppended | ev.MessageEdited):
         return [e.message]
     if isinstance(e, ev.TurnAppended | ev.HistoryImported):
@@ -52,7 +53,7 @@ class SearchProjector:
 
     def apply(self, conn: apsw.Connection, change: Change) -> None:
         """Index the text of every message the event adds."""
-        messages = _new_messages(change.event)
+        messages = new_messages(change.event)
         if len(messages) == 1:
             conn.execute(
                 self._insert,
@@ -87,7 +88,7 @@ class SearchProjector:
         rows = [
             (message_row_id(change.position, i), content_text(m.content))
             for change in changes
-            for i, m in enumerate(_new_messages(change.event))
+            for i, m in enumerate(new_messages(change.event))
         ]
         if rows:
             conn.executemany(self._insert, rows)

@@ -22,26 +22,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from hermes_es import events as ev
 from hermes_es.aggregates.state import SessionState
 from hermes_es.aggregates.validation import content_text
 from hermes_es.projections.base import Change, message_row_id
+from hermes_es.projections.search import new_messages
 from hermes_es.store.postgres.tokens import substrings, tsquery_text, tsvector_literal
 
 if TYPE_CHECKING:
     from hermes_es.queries.search import SearchHit
 
 CANDIDATE_WINDOW = 2000
-
-
-def _new_messages(e: ev.Event) -> list[ev.Message]:
-    if isinstance(e, ev.MessageAppended | ev.MessageEdited):
-        return [e.message]
-    if isinstance(e, ev.TurnAppended | ev.HistoryImported):
-        return e.messages
-    if isinstance(e, ev.CompactedInPlace):
-        return e.summary
-    return []
 
 
 class PgSearchProjector:
@@ -77,7 +67,7 @@ class PgSearchProjector:
         return [
             (message_row_id(change.position, i), tsvector_literal(content_text(m.content)))
             for change in changes
-            for i, m in enumerate(_new_messages(change.event))
+            for i, m in enumerate(new_messages(change.event))
         ]
 
     def apply(self, conn: Any, change: Change) -> None:
