@@ -68,6 +68,27 @@ _PROFILE = click.option(
 )
 
 
+def _store_option(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    """``hermes gateway CMD --store URL`` is ``hermes --store URL gateway CMD``."""
+    if value is not None:
+        root = ctx.find_root()
+        if root.obj is not None or root.params.get("store"):
+            raise click.UsageError("give --store once, before or after 'gateway'")
+        root.params["store"] = value
+
+
+_STORE = click.option(
+    "--store",
+    default=None,
+    metavar="URL",
+    expose_value=False,
+    is_eager=True,
+    callback=_store_option,
+    help="Session store: a postgresql:// URL or a state.db path"
+    " (default: $HERMES_STORE_URL, config.yaml store.url, else the profile's state.db).",
+)
+
+
 @click.group("gateway", cls=LazyGroup)
 def gateway_group() -> None:
     """Run the gateway: the one owner of a profile's sessions (attach, queued turns, recovery).
@@ -78,6 +99,7 @@ def gateway_group() -> None:
 
 @gateway_group.command("run")
 @_PROFILE
+@_STORE
 @click.option(
     "--drain",
     "drain_s",
@@ -95,7 +117,7 @@ def run_cmd(ctx: click.Context, drain_s: float) -> None:
     from hermes_es.gateway.server import run
 
     hermes = get_hermes(ctx)
-    run(hermes.home, hermes.profile, drain_s=drain_s)
+    run(hermes.home, hermes.profile, drain_s=drain_s, store=hermes.store_option)
 
 
 def _start(ctx: click.Context) -> dict[str, Any]:
@@ -111,6 +133,11 @@ def _start(ctx: click.Context) -> dict[str, Any]:
     if hermes.profile:
         args += ["-p", hermes.profile]
     args += ["gateway", "run"]
+    env = dict(os.environ)
+    if hermes.store_option:  # through the environment: a URL's password stays off `ps`
+        from hermes_es.store.backend import STORE_URL_ENV
+
+        env[STORE_URL_ENV] = hermes.store_option
     with open(paths.log, "ab") as log:
         os.chmod(paths.log, 0o600)
         proc = subprocess.Popen(
@@ -118,6 +145,7 @@ def _start(ctx: click.Context) -> dict[str, Any]:
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
+            env=env,
             start_new_session=True,
             close_fds=True,
         )
@@ -139,6 +167,7 @@ def _start(ctx: click.Context) -> dict[str, Any]:
 
 @gateway_group.command("start")
 @_PROFILE
+@_STORE
 @click.option("--json", "as_json", is_flag=True, help="Print the endpoint as JSON.")
 @click.pass_context
 def start_cmd(ctx: click.Context, as_json: bool) -> None:
@@ -157,6 +186,7 @@ def start_cmd(ctx: click.Context, as_json: bool) -> None:
 
 @gateway_group.command("ensure")
 @_PROFILE
+@_STORE
 @click.option("--json", "as_json", is_flag=True, help="Print the endpoint as JSON.")
 @click.pass_context
 def ensure_cmd(ctx: click.Context, as_json: bool) -> None:

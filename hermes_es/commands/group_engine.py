@@ -17,6 +17,7 @@ from hermes_es.aggregates.state import SessionState
 from hermes_es.commands.engine import SessionEngine
 from hermes_es.commands.writer import GroupWriter
 from hermes_es.queries.turns import head
+from hermes_es.store.backend import StoreBackend
 
 T = TypeVar("T")
 
@@ -32,14 +33,16 @@ class GroupCommitEngine(SessionEngine):
 
     def __init__(
         self,
-        db_path: Path,
+        target: StoreBackend | Path | str,
         *,
         clock: Callable[[], float] = time.time,
         actor: str = "",
         writer: GroupWriter | None = None,
         on_change: OnChange = _ignore,
     ) -> None:
-        super().__init__(db_path, clock=clock, actor=actor)
+        """``target``: a backend (SQLite or PostgreSQL), a state.db path or a ``postgresql://``
+        URL, as for ``SessionEngine``; the writer groups on that store's own transactions."""
+        super().__init__(target, clock=clock, actor=actor)
         self.writer = writer or GroupWriter(self.store).start()
         self.on_change = on_change
 

@@ -4,7 +4,8 @@ Routes: ``/ws`` (JSON-RPC 2.0 over a WebSocket; a ticket of purpose interactive 
 the ``ticket`` query parameter, checked before the handshake is accepted), ``POST /rpc`` (one
 JSON-RPC call with a native-http ticket as ``Authorization: Bearer``), ``GET /healthz``.
 
-Start-up (lifespan): open the group-commit engine, register as the profile's ``gateway``
+Start-up (lifespan): open the group-commit engine on the profile's configured store (SQLite
+state.db or PostgreSQL, resolved like every command's), register as the profile's ``gateway``
 holder, begin a new epoch, record started-unfinished turns as unknown, run the startup orphan
 sweep, start the reaper; then clients are accepted. Shut-down: stop the reaper, the turn
 threads, the writer and the store.
@@ -18,7 +19,7 @@ import logging
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from starlette.applications import Starlette
@@ -32,6 +33,9 @@ from hermes_es.gateway.authority import Client, RpcError, SessionAuthority
 from hermes_es.gateway.identity import CLIENT_KINDS
 from hermes_es.gateway.tickets import TicketBook, TicketError
 
+if TYPE_CHECKING:
+    from hermes_es.commands.group_engine import GroupCommitEngine
+
 log = logging.getLogger("hermes.gateway")
 
 SEND_QUEUE = 10_000
@@ -41,9 +45,13 @@ SEND_QUEUE = 10_000
 class GatewayState:
     """What the lifespan builds and the routes use."""
 
-    def __init__(self, *, home: Path, profile: str, instance_id: str) -> None:
+    def __init__(
+        self, *, home: Path, profile: str, instance_id: str, store: str | None = None
+    ) -> None:
         self.home = home
         self.profile = profile
+        self.store = store
+        """``--store`` as given (else $HERMES_STORE_URL, config.yaml ``store.url``, state.db)."""
         self.instance_id = instance_id
         self.tickets = TicketBook()
         self.authority: SessionAuthority | None = None
@@ -52,6 +60,39 @@ class GatewayState:
         self.recovered: list[tuple[str, int]] = []
         self.swept: list[str] = []
         self.warnings: list[str] = []
+        self.location = ""
+        """Where the store is (a path, or a URL without its password), once opened."""
+        self.engine: GroupCommitEngine | None = None
+
+    def open_engine(self) -> GroupCommitEngine:
+        """Open the group-commit engine on the profile's configured store, resolved as every
+        command resolves it (``--store``, $HERMES_STORE_URL, config.yaml, else state.db).
+
+        Holder leases stay beside the profile's state.db path whatever the store, so
+        optimize and embedded prune still see the gateway's hold. Every failure is a
+        ``HermesError`` naming the store (a URL without its password).
+        """
+        from hermes_es.commands.group_engine import GroupCommitEngine
+        from hermes_es.errors import HermesError, StoreError
+        from hermes_es.home import profile_dir
+        from hermes_es.store.backend import open_backend, redact_url, resolve_target
+
+        directory = profile_dir(self.home, self.profile)
+        directory.mkdir(parents=True, exist_ok=True)
+        db_path = directory / "state.db"
+        target = resolve_target(db_path, directory / "config.yaml", option=self.store)
+        shown = redact_url(target) if isinstance(target, str) else str(target)
+        try:
+            backend = open_backend(target, lease_path=db_path)
+            self.location = backend.location
+            self.engine = GroupCommitEngine(backend, actor="gateway")
+        except HermesError:
+            raise
+        except Exception as exc:  # SQLite, PostgreSQL or OS errors
+            raise StoreError(
+                f"the gateway cannot open the session store {shown}: {exc}", subject=shown
+            ) from exc
+        return self.engine
 
 
 def create_app(state: GatewayState) -> Starlette:
@@ -60,7 +101,6 @@ def create_app(state: GatewayState) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         from hermes_es.commands import turns
-        from hermes_es.commands.group_engine import GroupCommitEngine
         from hermes_es.commands.holders import held_sessions, register_holder
         from hermes_es.config import load_profile_config
         from hermes_es.gateway.reaper import Reaper
@@ -69,7 +109,7 @@ def create_app(state: GatewayState) -> Starlette:
         directory = profile_dir(state.home, state.profile)
         directory.mkdir(parents=True, exist_ok=True)
         loaded = load_profile_config(state.home, state.profile)
-        engine = GroupCommitEngine(directory / "state.db", actor="gateway")
+        engine = state.engine or state.open_engine()
         holder = contextlib.ExitStack()
         try:
             holder.enter_context(register_holder(engine.db_path, "gateway"))

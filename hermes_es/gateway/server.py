@@ -83,8 +83,15 @@ def _write_endpoint(paths: GatewayPaths, endpoint: Endpoint) -> None:
     os.replace(tmp, paths.endpoint)
 
 
-def run(home: Path, profile: str | None, *, drain_s: float = DRAIN_SECONDS) -> int:
-    """Run the gateway of ``profile`` in the foreground until SIGTERM/SIGINT; returns 0."""
+def run(
+    home: Path, profile: str | None, *, drain_s: float = DRAIN_SECONDS, store: str | None = None
+) -> int:
+    """Run the gateway of ``profile`` in the foreground until SIGTERM/SIGINT; returns 0.
+
+    ``store``: ``--store`` (a path or ``postgresql://`` URL); else $HERMES_STORE_URL, the
+    profile's config.yaml ``store.url``, else its state.db. The gateway's own files (lock,
+    gateway.json, socket, pid, log) stay under the profile directory whatever the store.
+    """
     name = profile or "default"
     paths = GatewayPaths(profile_dir(home, profile))
     logging.basicConfig(
@@ -97,16 +104,20 @@ def run(home: Path, profile: str | None, *, drain_s: float = DRAIN_SECONDS) -> i
         for finding in legacy_reset_findings(loaded.raw, os.environ):
             print(f"warning: {finding}", file=sys.stderr, flush=True)
         try:
-            asyncio.run(_serve(home, name, paths, drain_s))
+            asyncio.run(_serve(home, name, paths, drain_s, store))
         finally:
             paths.endpoint.unlink(missing_ok=True)
             paths.pid.unlink(missing_ok=True)
     return 0
 
 
-async def _serve(home: Path, profile: str, paths: GatewayPaths, drain_s: float) -> None:
+async def _serve(
+    home: Path, profile: str, paths: GatewayPaths, drain_s: float, store: str | None
+) -> None:
     instance_id = uuid.uuid4().hex
-    state = GatewayState(home=home, profile=profile, instance_id=instance_id)
+    state = GatewayState(home=home, profile=profile, instance_id=instance_id, store=store)
+    # Opened before the server starts: a store that cannot be opened is a plain error (exit 1).
+    state.open_engine()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -115,9 +115,11 @@ def model_config(model: SlowModel, extra: str = "") -> str:
 class GatewayProcess:
     """A ``hermes gateway run`` subprocess on a HERMES_HOME."""
 
-    def __init__(self, home: Path, env: dict[str, str]) -> None:
+    def __init__(self, home: Path, env: dict[str, str], args: tuple[str, ...] = ()) -> None:
         self.home = home
         self.env = env
+        self.args = args
+        """Extra ``gateway run`` options (e.g. ``--store URL``)."""
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = home / "gateway-test.log"
 
@@ -134,6 +136,7 @@ class GatewayProcess:
                     "run",
                     "--drain",
                     "20",
+                    *self.args,
                 ],
                 env=self.env,
                 stdin=subprocess.DEVNULL,
