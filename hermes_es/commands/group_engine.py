@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from hermes_es.aggregates.state import SessionState
+from hermes_es.aggregates.validation import DEFAULT_MAX_MESSAGE_BYTES
 from hermes_es.commands.engine import SessionEngine
 from hermes_es.commands.writer import GroupWriter
 from hermes_es.queries.turns import head
@@ -39,10 +40,11 @@ class GroupCommitEngine(SessionEngine):
         actor: str = "",
         writer: GroupWriter | None = None,
         on_change: OnChange = _ignore,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
         """``target``: a backend (SQLite or PostgreSQL), a state.db path or a ``postgresql://``
         URL, as for ``SessionEngine``; the writer groups on that store's own transactions."""
-        super().__init__(target, clock=clock, actor=actor)
+        super().__init__(target, clock=clock, actor=actor, max_message_bytes=max_message_bytes)
         self.writer = writer or GroupWriter(self.store).start()
         self.on_change = on_change
 

@@ -13,6 +13,7 @@ import msgspec
 from hermes_es import events as ev
 from hermes_es.aggregates import turns as agg
 from hermes_es.aggregates.state import SessionState
+from hermes_es.aggregates.validation import check_message_size, message_bytes
 from hermes_es.commands.engine import SessionEngine
 from hermes_es.queries.turns import sessions_with_turns
 
@@ -65,6 +66,9 @@ def admit(
                 version=state.version,
                 queued=list(state.turn_queue),
             )
+        # Refused at admission, not when the turn runs: the submitter hears it at once and
+        # nothing is queued.
+        check_message_size(message_bytes(text, None, ""), engine.max_message_bytes, "the prompt")
         events = agg.admit(
             state,
             submission_id=submission_id,

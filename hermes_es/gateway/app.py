@@ -85,7 +85,9 @@ class GatewayState:
         try:
             backend = open_backend(target, lease_path=db_path)
             self.location = backend.location
-            self.engine = GroupCommitEngine(backend, actor="gateway")
+            self.engine = GroupCommitEngine(
+                backend, actor="gateway", max_message_bytes=self._message_limit()
+            )
         except HermesError:
             raise
         except Exception as exc:  # SQLite, PostgreSQL or OS errors
@@ -93,6 +95,19 @@ class GatewayState:
                 f"the gateway cannot open the session store {shown}: {exc}", subject=shown
             ) from exc
         return self.engine
+
+    def _message_limit(self) -> int:
+        """``sessions.max_message_bytes`` of the profile (its default when config.yaml is
+        unreadable: start-up reports a broken config itself)."""
+        from hermes_es.aggregates.validation import DEFAULT_MAX_MESSAGE_BYTES
+        from hermes_es.config import load_profile_config
+        from hermes_es.errors import HermesError
+
+        try:
+            limit = load_profile_config(self.home, self.profile).config.sessions.max_message_bytes
+        except HermesError:
+            return DEFAULT_MAX_MESSAGE_BYTES
+        return int(limit)
 
 
 def create_app(state: GatewayState) -> Starlette:

@@ -295,3 +295,26 @@ def test_worker_ticket_reaches_only_its_own_sessions(home: Path, gateway: Gatewa
     assert history[1]["actor"] == f"uid:{os.getuid()}"
     assert history[1]["event"]["client_kind"] == "worker"
     assert gateway.terminate() == 0
+
+
+def test_message_size_limit_from_config_refuses_at_admission(
+    home: Path, gateway: GatewayProcess
+) -> None:
+    """``sessions.max_message_bytes`` applies through the gateway: an oversized prompt is
+    refused when submitted, naming the limit, and nothing is admitted; a small one runs."""
+    write_config(home, "sessions:\n  max_message_bytes: 4096\n")
+    handle = gateway.start()
+    with handle.connect() as conn:
+        sid = conn.call("session.create", {"title": "limits"})["session_id"]
+        with pytest.raises(GatewayError, match="4,096 bytes per message"):
+            conn.call(
+                "prompt.submit", {"session_id": sid, "submission_id": "big", "text": "x" * 5000}
+            )
+        admitted = conn.call(
+            "prompt.submit", {"session_id": sid, "submission_id": "small", "text": "hi"}
+        )
+        final = conn.wait_turn(sid, admitted["turn"], timeout=30)
+    assert final["event"]["outcome"] == "completed"
+    assert admitted["turn"] == 1
+    assert _types(_events(handle, sid)).count("turn.admitted") == 1  # the big one never was
+    assert gateway.terminate() == 0
