@@ -189,7 +189,7 @@ def bench_append(n: int, rounds: int, per_session: int, seed: int) -> None:
         (
             i + 1, sessions[i // per_session], i % per_session, float(i % per_session), f"u{i}",
             roles[i], texts[i], None, None, None, None, None, 0, 0, None, None, now, "active", 0,
-            i + 2,
+            i + 2, None, None,
         )
         for i in range(n)
     ]  # fmt: skip
