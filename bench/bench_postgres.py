@@ -27,23 +27,21 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-from bench.bench_sessions import DAY, build_store, query_classes
-from bench.common import TextGen, emit, latency_summary, log, machine_info, out_dir, ratio
+from bench.bench_sessions import query_classes, search_store
+from bench.common import (
+    TextGen,
+    emit,
+    latency_summary,
+    log,
+    machine_info,
+    out_dir,
+    ratio,
+    time_queries,
+)
 
 BENCH = "postgres"
-
-
-def _timed(fn: Callable[[str], object], queries: list[str], rounds: int) -> list[float]:
-    out: list[float] = []
-    for _ in range(rounds):
-        for q in queries:
-            start = time.perf_counter()
-            fn(q)
-            out.append(time.perf_counter() - start)
-    return out
 
 
 def bench_append(url: str, tmp: Path, n: int) -> None:
@@ -109,19 +107,7 @@ def build_search_store(url: str, messages: int) -> tuple[Path, TextGen]:
     from hermes_es.commands.copy_store import copy_store
     from hermes_es.store.backend import open_backend
 
-    gen = TextGen(seed=7)
-    per_session = 50
-    path = out_dir() / f"search_{messages}.db"
-    log(f"search store: {messages} messages")
-    build_store(
-        path,
-        messages // per_session,
-        per_session,
-        ended=True,
-        start_at=time.time() - 400 * DAY,
-        gen=gen,
-        per_txn=20,
-    )
+    path, gen = search_store(messages)
     log("copy-store to PostgreSQL")
     start = time.perf_counter()
     done = copy_store(open_backend(str(path)), open_backend(url))
@@ -160,12 +146,12 @@ def bench_search(url: str, path: Path, gen: TextGen, messages: int, rounds: int)
         for name, queries in query_classes(gen).items():
             for q in queries:  # warm
                 search_messages(conn, q)
-            base = latency_summary(_timed(floor, queries, rounds))
+            base = latency_summary(time_queries(floor, queries, rounds))
             mine = latency_summary(
-                _timed(lambda q: search_messages(conn, q, limit=20), queries, rounds)
+                time_queries(lambda q: search_messages(conn, q, limit=20), queries, rounds)
             )
             lite = latency_summary(
-                _timed(lambda q: search_messages(lite_conn, q, limit=20), queries, rounds)
+                time_queries(lambda q: search_messages(lite_conn, q, limit=20), queries, rounds)
             )
             emit(
                 BENCH,

@@ -23,10 +23,18 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-from bench.common import TextGen, emit, latency_summary, log, machine_info, out_dir, ratio
+from bench.common import (
+    TextGen,
+    emit,
+    latency_summary,
+    log,
+    machine_info,
+    out_dir,
+    ratio,
+    time_queries,
+)
 
 BENCH = "sessions"
 DAY = 86400.0
@@ -152,22 +160,9 @@ def query_classes(gen: TextGen) -> dict[str, list[str]]:
     }
 
 
-def _timed(fn: Callable[[str], object], queries: list[str], rounds: int) -> list[float]:
-    out: list[float] = []
-    for _ in range(rounds):
-        for q in queries:
-            start = time.perf_counter()
-            fn(q)
-            out.append(time.perf_counter() - start)
-    return out
-
-
-def bench_search(messages: int, rounds: int) -> Path:
-    """Search latency per query class: bounded plan, plain bm25, and a bare MATCH floor."""
-    from hermes_es.projections.catalog import connect
-    from hermes_es.queries.fts_query import build_match
-    from hermes_es.queries.search import search_messages
-
+def search_store(messages: int) -> tuple[Path, TextGen]:
+    """The search store of ``messages`` messages (50 a session, ended, 400 days old) and the
+    text generator its queries are drawn from."""
     gen = TextGen(seed=7)
     per_session = 50
     path = out_dir() / f"search_{messages}.db"
@@ -181,6 +176,16 @@ def bench_search(messages: int, rounds: int) -> Path:
         gen=gen,
         per_txn=20,
     )
+    return path, gen
+
+
+def bench_search(messages: int, rounds: int) -> Path:
+    """Search latency per query class: bounded plan, plain bm25, and a bare MATCH floor."""
+    from hermes_es.projections.catalog import connect
+    from hermes_es.queries.fts_query import build_match
+    from hermes_es.queries.search import search_messages
+
+    path, gen = search_store(messages)
     conn = connect(path)
     emit(BENCH, "search_store", value=path.stat().st_size / 1e6, unit="MB", messages=messages)
 
@@ -195,9 +200,11 @@ def bench_search(messages: int, rounds: int) -> Path:
     for name, queries in query_classes(gen).items():
         for q in queries:  # warm
             search_messages(conn, q)
-        base = _timed(floor, queries, rounds)
-        mine = _timed(lambda q: search_messages(conn, q, limit=20), queries, rounds)
-        plain = _timed(lambda q: search_messages(conn, q, limit=20, plan="full"), queries, rounds)
+        base = time_queries(floor, queries, rounds)
+        mine = time_queries(lambda q: search_messages(conn, q, limit=20), queries, rounds)
+        plain = time_queries(
+            lambda q: search_messages(conn, q, limit=20, plan="full"), queries, rounds
+        )
         m, p, b = latency_summary(mine), latency_summary(plain), latency_summary(base)
         emit(
             BENCH,

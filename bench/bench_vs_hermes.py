@@ -36,7 +36,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.common import BENCH_DIR, emit, latency_summary, log, machine_info, out_dir, ratio
+from bench.common import (
+    BENCH_DIR,
+    emit,
+    latency_summary,
+    log,
+    machine_info,
+    out_dir,
+    ratio,
+    time_queries,
+)
 from bench.hermes_workload import PER_SESSION, Msg, Workload, recall_queries, substring_scan
 
 BENCH = "vs_hermes"
@@ -309,16 +318,6 @@ def query_classes(work: Workload, recall: dict[str, list[str]]) -> dict[str, lis
     }
 
 
-def _timed(fn: Callable[[str], object], queries: list[str], rounds: int) -> list[float]:
-    out: list[float] = []
-    for _ in range(rounds):
-        for q in queries:
-            t0 = time.perf_counter()
-            fn(q)
-            out.append(time.perf_counter() - t0)
-    return out
-
-
 def bench_search(
     venv: Path | None, work: Workload, ours: Path, theirs: Path, texts: list[str], rounds: int
 ) -> None:
@@ -349,12 +348,12 @@ def bench_search(
     seq0 = int(conn.execute("SELECT MIN(seq) FROM messages").fetchall()[0][0])
     n = work.n
     scan_queries = [q.strip('"').rstrip("*") for q in classes["two_words"][:3]]
-    scan = _timed(lambda q: substring_scan(texts, q), scan_queries, 1)
+    scan = time_queries(lambda q: substring_scan(texts, q), scan_queries, 1)
     for name, queries in classes.items():
         for q in queries:
             search_messages(conn, q, limit=20)
         mine = latency_summary(
-            _timed(lambda q: search_messages(conn, q, limit=20), queries, rounds)
+            time_queries(lambda q: search_messages(conn, q, limit=20), queries, rounds)
         )
         hers = latency_summary(h["times"][name]) if h else {"p50_ms": None, "p99_ms": None}
         emit(

@@ -96,6 +96,17 @@ class Stopwatch:
 # -- output -------------------------------------------------------------------------------------
 
 
+def time_queries(fn: Callable[[str], object], queries: Sequence[str], rounds: int) -> list[float]:
+    """Seconds per call of ``fn(query)``, every query ``rounds`` times over."""
+    out: list[float] = []
+    for _ in range(rounds):
+        for q in queries:
+            start = time.perf_counter()
+            fn(q)
+            out.append(time.perf_counter() - start)
+    return out
+
+
 def emit(bench: str, figure: str, **fields: Any) -> dict[str, Any]:
     """Print one JSON line for a figure (floats rounded, 1-minute load average added)."""
     record: dict[str, Any] = {"bench": bench, "figure": figure}
