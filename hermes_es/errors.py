@@ -55,6 +55,17 @@ class ConflictError(HermesError):
         self.expected = expected
         self.actual = actual
 
+    @classmethod
+    def lost_race(cls, cause: Exception) -> ConflictError:
+        """The store refused an event version another writer had just taken (its unique
+        stream/version key): reload and retry."""
+        return cls(
+            f"a concurrent writer changed the session first ({cause}); reload and retry",
+            subject=str(cause),
+            expected=None,
+            actual=-1,
+        )
+
 
 class StoreBusyError(HermesError):
     """The database stayed locked by another process for longer than the busy timeout."""

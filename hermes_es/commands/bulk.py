@@ -71,12 +71,7 @@ class GroupedUnits:
             conn.execute(f"RELEASE {_SAVEPOINT}")
             batch.discard()
             if isinstance(exc, IntegrityError):
-                raise ConflictError(
-                    f"a concurrent writer changed the session first ({exc}); reload and retry",
-                    subject=str(exc),
-                    expected=None,
-                    actual=-1,
-                ) from exc
+                raise ConflictError.lost_race(exc) from exc
             raise
         conn.execute(f"RELEASE {_SAVEPOINT}")
         self._units += 1

@@ -62,12 +62,7 @@ class Store:
                 yield batch
                 batch.flush()
         except IntegrityError as exc:
-            raise ConflictError(
-                f"a concurrent writer changed the session first ({exc}); reload and retry",
-                subject=str(exc),
-                expected=None,
-                actual=-1,
-            ) from exc
+            raise ConflictError.lost_race(exc) from exc
         except (OperationalError, apsw.BusyError) as exc:
             raise StoreBusyError(
                 f"state.db at {self.path} stayed locked by another process for"

@@ -163,12 +163,7 @@ class PgStore:
         try:
             yield
         except IntegrityError as exc:
-            raise ConflictError(
-                f"a concurrent writer changed the session first ({exc}); reload and retry",
-                subject=str(exc),
-                expected=None,
-                actual=-1,
-            ) from exc
+            raise ConflictError.lost_race(exc) from exc
         except OperationalError as exc:
             text = str(exc)
             if "busy" in text or "lock" in text:
