@@ -269,15 +269,21 @@ def stats_cmd(ctx: click.Context, as_json: bool) -> None:
         stats = store_stats(conn, hermes.db_path)
     finally:
         conn.close()
-    if hermes.backend.kind != "sqlite":  # a server store: no local file sizes to report
+    if hermes.backend.kind != "sqlite":  # a server store: its relation sizes, no local file
         import msgspec
 
-        stats = msgspec.structs.replace(stats, path=hermes.backend.location)
+        db_bytes, wal_bytes = hermes.backend.store_bytes()
+        stats = msgspec.structs.replace(
+            stats, path=hermes.backend.location, db_bytes=db_bytes, wal_bytes=wal_bytes
+        )
     if as_json:
         echo_json(stats)
         return
     echo(f"store          {_short_path(stats.path)}")
-    echo(f"database       {_size(stats.db_bytes)}  (WAL {_size(stats.wal_bytes)})")
+    if hermes.backend.kind == "sqlite":
+        echo(f"database       {_size(stats.db_bytes)}  (WAL {_size(stats.wal_bytes)})")
+    else:
+        echo(f"database       {_size(stats.db_bytes)}  (tables, indexes and TOAST)")
     echo(f"conversations  {stats.conversations}  ({stats.sessions} sessions)")
     echo(f"messages       {stats.messages}")
     echo(f"archived       {stats.archived}   pinned {stats.pinned}   ended {stats.ended}")

@@ -85,6 +85,10 @@ class StoreBackend(ABC):
     def verify(self, progress: Progress | None = None) -> list[TableDiff]:
         """Replay the log into scratch tables and compare every projection table with live."""
 
+    @abstractmethod
+    def store_bytes(self) -> tuple[int, int]:
+        """(bytes the store takes, bytes of its write-ahead log) for ``sessions stats``."""
+
     def require(self) -> None:
         """Raise ``SessionNotFoundError`` when the store does not exist yet."""
         if not self.exists():
@@ -128,6 +132,12 @@ class SqliteBackend(StoreBackend):
         from hermes_es.commands.unit_of_work import Store
 
         return Store(self.path, clock=clock)
+
+    def store_bytes(self) -> tuple[int, int]:
+        """The sizes of state.db and of its WAL file."""
+        from hermes_es.queries.listing import db_sizes
+
+        return db_sizes(self.path)
 
     def rebuild(self, progress: Progress | None = None) -> int:
         """Rebuild into ``rebuild_*`` tables and swap them in one transaction."""

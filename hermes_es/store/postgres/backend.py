@@ -51,6 +51,18 @@ class PostgresBackend(StoreBackend):
         finally:
             datastore.close()
 
+    def store_bytes(self) -> tuple[int, int]:
+        """(bytes of the store's tables with their indexes and TOAST, 0): the server's WAL is
+        shared by every database of the cluster, so none of it is counted as the store's."""
+        from hermes_es.store.postgres.schema import store_bytes
+
+        store = self._open()
+        try:
+            with store.errors("measure"):
+                return store_bytes(store.connection()), 0
+        finally:
+            self.close_store(store)
+
     def reader(self) -> apsw.Connection:
         """The connection adapter the queries use (see ``store/postgres/connection.py``)."""
         return cast("apsw.Connection", self._open().connection())

@@ -102,3 +102,22 @@ def ensure_schema(datastore: PostgresDatastore, recorder: PostgresApplicationRec
                 (layout(),),
             )
     datastore.register_type_adapters()
+
+
+STORE_TABLES = ("events", "tracking", "hermes_meta")
+"""The store's own tables beside the projection tables."""
+
+
+def store_bytes(conn: Any) -> int:
+    """Bytes of every table of the store, with its indexes and TOAST data
+    (``pg_total_relation_size``)."""
+    from hermes_es.store.postgres.projections import PgProjectionSet
+
+    names = [*STORE_TABLES, *PgProjectionSet().tables()]
+    row = conn.execute_pg(
+        "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p') AND c.relname = ANY(%s)",
+        (names,),
+    ).fetchone()
+    return int(row[0]) if row else 0

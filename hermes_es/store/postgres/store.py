@@ -47,6 +47,11 @@ SCRUB_LOCK_TIMEOUT = "2s"
 
 LOCK_TIMEOUT_S = 30
 """How long a writer waits for another writer's lock (seconds), like SQLite's busy timeout."""
+CONNECT_TIMEOUT_S = 5
+"""How long opening a connection may take (seconds) when the URL sets no ``connect_timeout``."""
+APPLICATION_NAME = "hermes"
+"""``application_name`` of hermes' connections (what ``pg_stat_activity`` shows) unless the
+URL sets one."""
 
 
 def datastore_for(url: str, *, pool_size: int = 2, max_overflow: int = 8) -> PostgresDatastore:
@@ -58,24 +63,42 @@ def datastore_for(url: str, *, pool_size: int = 2, max_overflow: int = 8) -> Pos
             f"store URL {redact_url(url)!r} is not a valid PostgreSQL URL: {exc}",
             subject=redact_url(url),
         ) from exc
-    dbname = str(info.get("dbname") or "")
+    dbname = str(info.pop("dbname", "") or "")
     if not dbname:
         raise ConfigError(
             f"store URL {redact_url(url)!r} names no database (postgresql://user@host/DBNAME)",
             subject=redact_url(url),
         )
-    return PostgresDatastore(
+    timeout = str(info.pop("connect_timeout", "") or CONNECT_TIMEOUT_S)
+    try:
+        connect_timeout = float(timeout)
+    except ValueError:
+        connect_timeout = -1.0
+    if not connect_timeout > 0:
+        raise ConfigError(
+            f"store URL {redact_url(url)!r}: connect_timeout={timeout!r} is not a positive"
+            " number of seconds",
+            subject=redact_url(url),
+        )
+    datastore = PostgresDatastore(
         dbname,
-        str(info.get("host") or "127.0.0.1"),
-        str(info.get("port") or "5432"),
-        str(info.get("user") or "postgres"),
-        str(info.get("password") or ""),
-        connect_timeout=5,
+        str(info.pop("host", "") or "127.0.0.1"),
+        str(info.pop("port", "") or "5432"),
+        str(info.pop("user", "") or "postgres"),
+        str(info.pop("password", "") or ""),
+        connect_timeout=connect_timeout,
         pool_size=pool_size,
         max_overflow=max_overflow,
         lock_timeout=LOCK_TIMEOUT_S,
         originator_id_type="text",
     )
+    # Every other libpq parameter of the URL (sslmode, sslrootcert, application_name,
+    # options, target_session_attrs, …) goes to each pooled connection as given; the pool
+    # itself passes connect_timeout (the value above) to every connect.
+    info.setdefault("application_name", APPLICATION_NAME)
+    kwargs = cast(dict[str, Any], datastore.pool.kwargs)
+    kwargs.update(info)
+    return datastore
 
 
 @contextmanager
