@@ -45,7 +45,24 @@ def _endpoint_info(profile_dir: Any) -> dict[str, Any] | None:
         "profile": endpoint.profile,
         "started_at": endpoint.started_at,
         "socket": str(paths.socket),
+        "role": endpoint.role,
     }
+
+
+def _live_status(profile_dir: Any) -> dict[str, Any]:
+    """Role, epoch and the live owner as the running gateway reports them (``gateway.status``);
+    what gateway.json says when it cannot be asked."""
+    from hermes_es.gateway.client import GatewayError, running_gateway
+
+    handle = running_gateway(profile_dir)
+    if handle is None:
+        return {}
+    try:
+        status = handle.http_call("gateway.status", {}, timeout=5.0)
+    except GatewayError as exc:
+        return {"status_error": exc.message}
+    keys = ("role", "epoch", "owner", "team", "hostname", "draining", "took_over_ms")
+    return {k: status[k] for k in keys if k in status}
 
 
 def _profile_option(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
@@ -117,7 +134,9 @@ def run_cmd(ctx: click.Context, drain_s: float) -> None:
     from hermes_es.gateway.server import run
 
     hermes = get_hermes(ctx)
-    run(hermes.home, hermes.profile, drain_s=drain_s, store=hermes.store_option)
+    code = run(hermes.home, hermes.profile, drain_s=drain_s, store=hermes.store_option)
+    if code:
+        ctx.exit(code)
 
 
 def _start(ctx: click.Context) -> dict[str, Any]:
@@ -261,12 +280,23 @@ def status_cmd(ctx: click.Context, as_json: bool) -> None:
     """
     hermes = get_hermes(ctx)
     info = _endpoint_info(hermes.dir) or {"running": False}
+    if info["running"]:
+        info.update(_live_status(hermes.dir))
     if as_json:
         echo_json(info)
     elif info["running"]:
         click.echo(
-            f"gateway running: pid {info['pid']}, {info['url']}, epoch {info['epoch']}, "
-            f"instance {info['instance_id']}"
+            f"gateway running: pid {info['pid']}, {info['url']}, {info['role']}, "
+            f"epoch {info['epoch']}, instance {info['instance_id']}"
         )
+        owner = info.get("owner")
+        if info["role"] != "owner":
+            if owner:
+                click.echo(
+                    f"owner: instance {owner['instance_id']} on host {owner['hostname']},"
+                    f" {owner['url']}, epoch {owner['epoch']}"
+                )
+            else:
+                click.echo("owner: none live right now")
     else:
         click.echo("no gateway running")

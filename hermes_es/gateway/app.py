@@ -35,6 +35,7 @@ from hermes_es.gateway.tickets import TicketBook, TicketError
 
 if TYPE_CHECKING:
     from hermes_es.commands.group_engine import GroupCommitEngine
+    from hermes_es.gateway.ownership import Team
 
 log = logging.getLogger("hermes.gateway")
 
@@ -63,6 +64,12 @@ class GatewayState:
         self.location = ""
         """Where the store is (a path, or a URL without its password), once opened."""
         self.engine: GroupCommitEngine | None = None
+        self.store_url: str | None = None
+        """The PostgreSQL store's URL once opened (None on SQLite): the team's database."""
+        self.team: Team | None = None
+        """This gateway's role in its profile's team (``ownership.py``)."""
+        self.lost = asyncio.Event()
+        """Set when an owner lost its ownership lock (the process then exits)."""
 
     def open_engine(self) -> GroupCommitEngine:
         """Open the group-commit engine on the profile's configured store, resolved as every
@@ -85,6 +92,7 @@ class GatewayState:
         try:
             backend = open_backend(target, lease_path=db_path)
             self.location = backend.location
+            self.store_url = getattr(backend, "url", None) if backend.kind == "postgresql" else None
             self.engine = GroupCommitEngine(
                 backend, actor="gateway", max_message_bytes=self._message_limit()
             )
@@ -118,6 +126,7 @@ def create_app(state: GatewayState) -> Starlette:
         from hermes_es.commands import turns
         from hermes_es.commands.holders import held_sessions, register_holder
         from hermes_es.config import load_profile_config
+        from hermes_es.gateway.ownership import Team
         from hermes_es.gateway.reaper import Reaper
         from hermes_es.home import profile_dir
 
@@ -128,30 +137,46 @@ def create_app(state: GatewayState) -> Starlette:
         holder = contextlib.ExitStack()
         try:
             holder.enter_context(register_holder(engine.db_path, "gateway"))
-            epoch = await asyncio.to_thread(
-                engine.writer.call,
-                lambda: turns.begin_epoch(
-                    engine, state.profile, instance_id=state.instance_id, pid=os.getpid()
-                ),
-            )
-            state.epoch = epoch
             authority = SessionAuthority(
-                engine, loaded=loaded, profile=state.profile, profile_dir=directory, epoch=epoch
+                engine, loaded=loaded, profile=state.profile, profile_dir=directory, epoch=0
             )
-            cfg = loaded.config
-            reaper = Reaper(
-                authority,
-                grace_s=float(cfg.sessions.orphan_end_grace_s),
-                enabled=cfg.dashboard.ws_orphan_reap_grace_s > 0,
-            )
-            authority.reaper = reaper
+            authority.role = "standby"  # until it owns the profile (at once, unless a team's)
             state.authority = authority
-            state.recovered = await authority.recover()
-            if cfg.dashboard.startup_orphan_sweep:
-                state.swept = await reaper.startup_sweep(held_sessions(engine.db_path))
+            cfg = loaded.config
+
+            async def promote() -> None:
+                """Own the profile: a new epoch, recovery, the orphan sweep and the reaper."""
+                epoch = await asyncio.to_thread(
+                    engine.writer.call,
+                    lambda: turns.begin_epoch(
+                        engine, state.profile, instance_id=state.instance_id, pid=os.getpid()
+                    ),
+                )
+                state.epoch = authority.epoch = epoch
+                reaper = Reaper(
+                    authority,
+                    grace_s=float(cfg.sessions.orphan_end_grace_s),
+                    enabled=cfg.dashboard.ws_orphan_reap_grace_s > 0,
+                )
+                authority.reaper = reaper
+                authority.role = "owner"
+                state.recovered = await authority.recover()
+                if cfg.dashboard.startup_orphan_sweep:
+                    state.swept = await reaper.startup_sweep(held_sessions(engine.db_path))
+
+            state.team = Team(
+                authority,
+                profile=state.profile,
+                instance_id=state.instance_id,
+                url=state.store_url,
+                on_lost=state.lost.set,
+            )
+            await state.team.start(promote)
             state.ready.set()
             yield
         finally:
+            if state.team is not None:
+                await state.team.stop()
             authority_ = state.authority
             if authority_ is not None:
                 if authority_.reaper is not None:
@@ -165,6 +190,8 @@ def create_app(state: GatewayState) -> Starlette:
         body: dict[str, Any] = {"ok": authority is not None, "instance_id": state.instance_id}
         if authority is not None:
             body.update(authority.status())
+        if state.team is not None:
+            body["role"] = state.team.role
         return JSONResponse(body)
 
     async def rpc(request: Request) -> Response:

@@ -124,6 +124,12 @@ class SessionAuthority:
         self._responder: Any = None
         self.admitted_by: dict[tuple[str, int], str] = {}
         """(session, turn) → the key of who submitted it, while it waits to run."""
+        self.role = "owner"
+        """``owner`` executes; a ``standby`` of a team (see ``ownership.py``) only serves reads."""
+        self.owner_hint: Callable[[], dict[str, Any] | None] = lambda: None
+        """The live owner, for the ``NOT_OWNER`` answer of a standby."""
+        self.status_extra: Callable[[], dict[str, Any]] = dict
+        """What ``gateway.status`` adds (the team: role, owner)."""
         engine.on_change = self._changed_from_thread
         self._read = engine.store.connection  # this (loop) thread's connection: reads only
 
@@ -162,6 +168,13 @@ class SessionAuthority:
                 client.send(frame)
         if events:
             self.published[session_id] = events[-1].sequence
+
+    def publish_many(self, session_ids: list[str]) -> None:
+        """Streams another process committed to (the store's LISTEN/NOTIFY follower): publish
+        the attached ones."""
+        for session_id in session_ids:
+            if session_id in self.subscribers:
+                self.publish(session_id)
 
     def broadcast(self, method: str, params: dict[str, Any]) -> None:
         """A notification to every attached client (``gateway.draining``)."""
@@ -210,7 +223,7 @@ class SessionAuthority:
 
     def kick(self, session_id: str) -> None:
         """Make sure the session's queue is being worked on."""
-        if self.draining:
+        if self.draining or self.role != "owner":
             return
         task = self.runners.get(session_id)
         if task is None or task.done():
@@ -643,6 +656,8 @@ class SessionAuthority:
         spec = METHODS.get(method)
         if spec is None:
             raise RpcError(p.METHOD_NOT_FOUND, f"unknown method {method!r}")
+        if self.role != "owner" and method not in READ_METHODS:
+            raise self.not_owner(method)
         try:
             params = msgspec.convert(request.params, spec, str_keys=True)
         except msgspec.ValidationError as exc:
@@ -678,9 +693,27 @@ class SessionAuthority:
             return self.status()
         return await self.mutate(client, method, params)
 
+    def not_owner(self, method: str) -> RpcError:
+        """The answer of a standby to an execution method: where the live owner is."""
+        owner = self.owner_hint()
+        if owner is None:
+            where = "no owner is live right now (a takeover is under way); retry in a moment"
+        else:
+            where = (
+                f"the owner is gateway {owner['instance_id']} on host {owner['hostname']}"
+                f" at {owner['url']} (epoch {owner['epoch']})"
+            )
+        return RpcError(
+            p.NOT_OWNER,
+            f"this gateway is a {self.role} and does not run {method}; {where}",
+            role=self.role,
+            owner=owner,
+        )
+
     def status(self) -> dict[str, Any]:
         """``gateway.status``."""
         return {
+            "role": self.role,
             "epoch": self.epoch,
             "pid": os.getpid(),
             "draining": self.draining,
@@ -689,7 +722,14 @@ class SessionAuthority:
             "writer_groups": self.engine.writer.groups,
             "writer_jobs": self.engine.writer.jobs,
             "time": time.time(),
+            **self.status_extra(),
         }
+
+
+READ_METHODS = frozenset(
+    ("session.resume", "session.list", "session.detach", "events.since", "gateway.status")
+)
+"""What a standby serves itself (everything else runs on the owner)."""
 
 
 class _NoParams(msgspec.Struct, frozen=True):

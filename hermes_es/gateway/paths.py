@@ -48,6 +48,9 @@ class Endpoint(msgspec.Struct, frozen=True, kw_only=True):
     epoch: int
     profile: str
     started_at: float
+    role: str = "owner"
+    """``owner`` (executes) or ``standby`` (another gateway of the team owns the profile)."""
+    hostname: str = ""
 
     @property
     def ws_url(self) -> str:

@@ -27,6 +27,8 @@ FORBIDDEN = 4030
 """The connection's ticket purpose does not allow this method."""
 DRAINING = 4031
 """The gateway is shutting down and admits no new turns."""
+NOT_OWNER = 4032
+"""This gateway is a standby of its team: execution methods run on the owner (``data.owner``)."""
 INVALID = 4000
 """The request's content is invalid (an empty message, a bad title, …)."""
 BUSY = 4290

@@ -104,16 +104,16 @@ def run(
         for finding in legacy_reset_findings(loaded.raw, os.environ):
             print(f"warning: {finding}", file=sys.stderr, flush=True)
         try:
-            asyncio.run(_serve(home, name, paths, drain_s, store))
+            code = asyncio.run(_serve(home, name, paths, drain_s, store))
         finally:
             paths.endpoint.unlink(missing_ok=True)
             paths.pid.unlink(missing_ok=True)
-    return 0
+    return code
 
 
 async def _serve(
     home: Path, profile: str, paths: GatewayPaths, drain_s: float, store: str | None
-) -> None:
+) -> int:
     instance_id = uuid.uuid4().hex
     state = GatewayState(home=home, profile=profile, instance_id=instance_id, store=store)
     # Opened before the server starts: a store that cannot be opened is a plain error (exit 1).
@@ -140,7 +140,12 @@ async def _serve(
         state.tickets,
         profile=profile,
         issuer=instance_id,
-        info=lambda: {"port": port, "instance_id": instance_id, "epoch": state.epoch},
+        info=lambda: {
+            "port": port,
+            "instance_id": instance_id,
+            "epoch": state.epoch,
+            "role": state.team.role if state.team is not None else "owner",
+        },
     )
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
@@ -156,26 +161,43 @@ async def _serve(
     while not server.started:
         if serve_task.done():
             await serve_task  # start-up failed: raise what it raised
-            return
+            return 1
         await asyncio.sleep(0.01)
     await state.ready.wait()
     await control.start()
-    _write_endpoint(
-        paths,
-        Endpoint(
-            host="127.0.0.1",
-            port=port,
-            pid=os.getpid(),
-            instance_id=instance_id,
-            epoch=state.epoch,
-            profile=profile,
-            started_at=time.time(),
-        ),
-    )
-    log.info("gateway ready on 127.0.0.1:%d (epoch %d)", port, state.epoch)
+    started_at = time.time()
+    team = state.team
+
+    def publish_endpoint() -> None:
+        _write_endpoint(
+            paths,
+            Endpoint(
+                host="127.0.0.1",
+                port=port,
+                pid=os.getpid(),
+                instance_id=instance_id,
+                epoch=state.epoch,
+                profile=profile,
+                started_at=started_at,
+                role=team.role if team is not None else "owner",
+                hostname=socket.gethostname(),
+            ),
+        )
+
+    if team is not None:
+        team.listening("127.0.0.1", port)
+        await team.publish()
+        team.on_promoted.append(publish_endpoint)  # a standby that takes over says so
+    publish_endpoint()
+    role = team.role if team is not None else "owner"
+    log.info("gateway ready on 127.0.0.1:%d (%s, epoch %d)", port, role, state.epoch)
     stop_wait = asyncio.create_task(stopping.wait())
-    await asyncio.wait({serve_task, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-    if stopping.is_set() and state.authority is not None:
+    lost_wait = asyncio.create_task(state.lost.wait())
+    await asyncio.wait({serve_task, stop_wait, lost_wait}, return_when=asyncio.FIRST_COMPLETED)
+    code = 0
+    if state.lost.is_set():
+        code = 1  # no drain: another gateway may own the profile already
+    elif stopping.is_set() and state.authority is not None:
         log.info("draining: no new turns; waiting up to %.0f s for running ones", drain_s)
         finished = await state.authority.drain(drain_s)
         if not finished:
@@ -185,3 +207,5 @@ async def _serve(
     server.should_exit = True
     await serve_task
     stop_wait.cancel()
+    lost_wait.cancel()
+    return code
