@@ -69,20 +69,18 @@ def lock_key(profile: str) -> int:
 
 
 def connect(url: str, *, application_name: str = "hermes-gateway") -> psycopg.Connection[Any]:
-    """A dedicated autocommit connection with keepalives on both sides (host, port, user,
-    password and database taken from the URL, as for the store's pool)."""
-    info = conninfo_to_dict(url)
-    conn = psycopg.connect(
-        dbname=str(info.get("dbname") or ""),
-        host=str(info.get("host") or "127.0.0.1"),
-        port=str(info.get("port") or "5432"),
-        user=str(info.get("user") or "postgres"),
-        password=str(info.get("password") or ""),
-        connect_timeout=5,
-        autocommit=True,
-        application_name=application_name,
-        **KEEPALIVES,
-    )
+    """A dedicated autocommit connection with keepalives on both sides. The URL's libpq
+    parameters apply as for the store's pool (its own keepalive settings, when it gives
+    any, win); host, port and user default as there."""
+    params: dict[str, Any] = dict(conninfo_to_dict(url))
+    params.setdefault("host", "127.0.0.1")
+    params.setdefault("port", "5432")
+    params.setdefault("user", "postgres")
+    params.setdefault("connect_timeout", 5)
+    params.setdefault("application_name", application_name)
+    for key, value in KEEPALIVES.items():
+        params.setdefault(key, value)
+    conn = psycopg.connect(autocommit=True, **params)
     for statement in SERVER_KEEPALIVES:
         conn.execute(statement)
     return conn
