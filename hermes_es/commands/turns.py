@@ -15,6 +15,7 @@ from hermes_es.aggregates import turns as agg
 from hermes_es.aggregates.state import SessionState
 from hermes_es.aggregates.validation import check_message_size, message_bytes
 from hermes_es.commands.engine import SessionEngine
+from hermes_es.errors import InvariantError
 from hermes_es.queries.turns import sessions_with_turns
 
 EPOCH_STREAM_PREFIX = "gateway:"
@@ -87,9 +88,25 @@ def admit(
         )
 
 
-def start_next(engine: SessionEngine, session_id: str, *, epoch: int) -> int:
-    """Start the session's next runnable turn, if any; returns its number (0: none)."""
+class EpochEndedError(InvariantError):
+    """A newer epoch of the profile began: the gateway of the older one no longer owns it."""
+
+
+def start_next(engine: SessionEngine, session_id: str, *, epoch: int, fence: str = "") -> int:
+    """Start the session's next runnable turn, if any; returns its number (0: none).
+
+    ``fence``: the profile whose current epoch must still be ``epoch`` (a team gateway: once
+    another gateway has begun a newer epoch, this one may start nothing more).
+    """
     with engine.store.transaction() as batch:
+        if fence:
+            current = batch.version_of(f"{EPOCH_STREAM_PREFIX}{fence}")
+            if current != epoch:
+                raise EpochEndedError(
+                    f"epoch {epoch} of profile {fence} has ended (epoch {current} began):"
+                    " another gateway owns it",
+                    subject=fence,
+                )
         state = engine._existing(batch, session_id)
         turn = agg.next_runnable(state)
         if not turn:

@@ -128,6 +128,9 @@ class SessionAuthority:
         """``owner`` executes; a ``standby`` of a team (see ``ownership.py``) only serves reads."""
         self.owner_hint: Callable[[], dict[str, Any] | None] = lambda: None
         """The live owner, for the ``NOT_OWNER`` answer of a standby."""
+        self.fenced = False
+        """A team's owner: each turn start checks that its epoch is still the profile's."""
+        self.on_epoch_ended: Callable[[], None] = lambda: None
         self.status_extra: Callable[[], dict[str, Any]] = dict
         """What ``gateway.status`` adds (the team: role, owner)."""
         engine.on_change = self._changed_from_thread
@@ -232,11 +235,17 @@ class SessionAuthority:
     async def _work_queue(self, session_id: str) -> None:
         engine = self.engine
         epoch = self.epoch
-        while not self.draining:
+        fence = self.profile if self.fenced else ""
+        while not self.draining and self.role == "owner":
             try:
-                turn = await self.write(lambda: turns.start_next(engine, session_id, epoch=epoch))
+                turn = await self.write(
+                    lambda: turns.start_next(engine, session_id, epoch=epoch, fence=fence)
+                )
             except RpcError as exc:
                 log.warning("session %s: cannot start its next turn: %s", session_id, exc.message)
+                if isinstance(exc.__cause__, turns.EpochEndedError):
+                    self.role = "lost"
+                    self.on_epoch_ended()
                 break
             self.publish(session_id)
             if not turn:

@@ -96,6 +96,8 @@ class Team:
         self._listener = LogListener(self.url, changed).start()
         await asyncio.to_thread(self._listener.ready.wait, 10)
         self._lock = OwnerLock(self.url, self.profile)
+        authority.fenced = True
+        authority.on_epoch_ended = self._epoch_ended
         if await asyncio.to_thread(self._lock.try_acquire):
             await self._promote(promote)
             return
@@ -158,6 +160,17 @@ class Team:
                 self.authority.role = "lost"
                 self.on_lost()
                 return
+
+    def _epoch_ended(self) -> None:
+        if self._stop.is_set() or self.role == "lost":
+            return
+        log.error(
+            "a newer epoch of profile %s began: this gateway no longer owns it; it stops"
+            " executing and exits",
+            self.profile,
+        )
+        self.role = "lost"
+        self.on_lost()
 
     # -- the registry -------------------------------------------------------------------------
 

@@ -6,7 +6,9 @@ import threading
 import time
 
 import psycopg
+import pytest
 
+from hermes_es.commands import turns
 from hermes_es.commands.engine import SessionEngine
 from hermes_es.store.postgres.notify import LogListener
 from hermes_es.store.postgres.store import PgStore
@@ -119,3 +121,17 @@ def test_log_listener_reports_streams_after_their_commit(pg_url: str) -> None:
         finally:
             listener.stop()
         assert sid in seen and before not in seen
+
+
+def test_fenced_turn_start_refused_once_a_newer_epoch_began(pg_url: str) -> None:
+    """A team owner's turn start checks its epoch in the same transaction: after another
+    gateway began a newer epoch, the old owner starts nothing (the new one may)."""
+    with SessionEngine.open(pg_url, actor="uid:1") as engine:
+        sid = engine.start_session("cli", cwd="")
+        old = turns.begin_epoch(engine, "default", instance_id="a", pid=1)
+        turns.admit(engine, sid, submission_id="s1", client_kind="cli", text="one")
+        new = turns.begin_epoch(engine, "default", instance_id="b", pid=2)
+        with pytest.raises(turns.EpochEndedError, match=f"epoch {old} of profile default"):
+            turns.start_next(engine, sid, epoch=old, fence="default")
+        assert engine.get(sid).turn_running == 0
+        assert turns.start_next(engine, sid, epoch=new, fence="default") == 1
