@@ -61,7 +61,7 @@ def _live_status(profile_dir: Any) -> dict[str, Any]:
         status = handle.http_call("gateway.status", {}, timeout=5.0)
     except GatewayError as exc:
         return {"status_error": exc.message}
-    keys = ("role", "epoch", "owner", "team", "hostname", "draining", "took_over_ms")
+    keys = ("role", "epoch", "owner", "members", "team", "hostname", "draining", "took_over_ms")
     return {k: status[k] for k in keys if k in status}
 
 

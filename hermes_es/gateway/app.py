@@ -161,8 +161,9 @@ def create_app(state: GatewayState) -> Starlette:
                 authority.reaper = reaper
                 authority.role = "owner"
                 state.recovered = await authority.recover()
-                if cfg.dashboard.startup_orphan_sweep:
-                    state.swept = await reaper.startup_sweep(held_sessions(engine.db_path))
+                if cfg.dashboard.startup_orphan_sweep:  # (a standby's attached ones are viewed)
+                    held = held_sessions(engine.db_path) | set(authority.subscribers)
+                    state.swept = await reaper.startup_sweep(held)
 
             state.team = Team(
                 authority,

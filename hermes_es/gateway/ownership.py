@@ -241,6 +241,11 @@ class Team:
             "team": self.is_team,
             "owner": self.owner_hint(),
         }
+        if self.is_team:
+            try:
+                info["members"] = self.members()
+            except Exception as exc:  # the store is unreachable: the rest still answers
+                info["members_error"] = str(exc)
         if self.took_over_s is not None:
             info["took_over_ms"] = round(self.took_over_s * 1000, 1)
         return info

@@ -130,6 +130,10 @@ def test_team_standby_takes_over_after_owner_kill9(
         assert status["role"] == "standby"
         assert status["owner"]["instance_id"] == handle_a.endpoint.instance_id
         assert status["owner"]["port"] == handle_a.endpoint.port
+        assert [(m["role"], m["port"]) for m in status["members"]] == [
+            ("owner", handle_a.endpoint.port),
+            ("standby", handle_b.endpoint.port),
+        ]
 
         conn_a = handle_a.connect()
         opened.append(conn_a)
