@@ -2,16 +2,21 @@
 
 1. ``writer``: ``--sessions`` threads (default 32), each appending ``--messages`` messages to its
    own session, one use case per message, through the group-commit writer (in process, no
-   sockets): messages committed per second. Floors in the same run: raw APSW with one message
-   (+ FTS row) per transaction and the raw batched insert (100 per transaction) as the
-   ceiling; the embedded engine (one transaction per append, same threads) for reference.
+   sockets): messages committed per second, and the process CPU time per message. Floors in
+   the same run: raw APSW with one message (+ FTS row) per transaction and the raw batched
+   insert (100 per transaction) as the ceiling; the embedded engine (one transaction per
+   append, same threads) for reference. ``writer_turns`` is the turn-shaped workload: what the
+   gateway really commits per turn, as the same five use cases (admit, start, the user
+   message, the reply, finish; two messages), from the same threads.
 2. ``end_to_end``: a real gateway subprocess with the offline responder; ``--clients`` clients
    (default 32) on as many sessions over real WebSockets, each submitting ``--turns`` turns and
-   waiting for each to finish. Turns per second against a bare websockets round trip (client
-   and server in one process) that sends the same number of frames per turn; p50/p99 of
-   submit → admitted (the ``prompt.submit`` response) and submit → completed; fan-out: 8
-   clients attached to one session, the spread between the first and the last client receiving
-   each stored event.
+   waiting for each to finish. Turns per second against a bare websockets server that is also
+   a subprocess, driven by the same client code (same JSON-RPC frames, same parsing) and
+   sending the same number of frames per turn; the CPU time each server process spent per
+   turn (``/proc``), which the load of a shared machine disturbs far less than wall-clock;
+   p50/p99 of submit → admitted (the ``prompt.submit`` response) and submit → completed;
+   fan-out: 8 clients attached to one session, the spread between the first and the last
+   client receiving each stored event.
 3. ``startup``: ``hermes -c -q TEXT`` through a running gateway against the same command
    embedded (another home, no gateway), alternating, median of ``--repeat``; a bare interpreter
    start is reported too.
@@ -33,6 +38,8 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -58,34 +65,79 @@ def _raw_floor(path: Path, n: int, per_tx: int) -> float:
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("CREATE TABLE m (id INTEGER PRIMARY KEY, sid TEXT, seq INT, body TEXT)")
     conn.execute("CREATE VIRTUAL TABLE f USING fts5(body, content='m', content_rowid='id')")
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for first in range(0, n, per_tx):
         with conn:
             for i in range(first, min(n, first + per_tx)):
                 conn.execute("INSERT INTO m (sid, seq, body) VALUES (?, ?, ?)", ("s", i, TEXT))
                 conn.execute("INSERT INTO f (rowid, body) VALUES (last_insert_rowid(), ?)", (TEXT,))
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     conn.close()
+    _FLOOR_CPU[per_tx] = cpu / n * 1e6
     return n / elapsed
 
 
-def _threads_append(engine: SessionEngine, sessions: int, messages: int) -> float:
-    sids = [engine.start_session("cli", cwd="/tmp") for _ in range(sessions)]
+_FLOOR_CPU: dict[int, float] = {}
+"""Process CPU µs per message of the last raw floor run, by messages per transaction."""
+
+
+def _in_threads(sessions: int, work: Callable[[int], None]) -> tuple[float, float]:
+    """Run ``work(i)`` on ``sessions`` threads at once: (wall seconds, process CPU seconds)."""
     barrier = threading.Barrier(sessions + 1)
 
-    def work(sid: str) -> None:
+    def run(i: int) -> None:
         barrier.wait()
-        for i in range(messages):
-            engine.append_message(sid, "user", f"{i} {TEXT}")
+        work(i)
 
-    threads = [threading.Thread(target=work, args=(s,)) for s in sids]
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(sessions)]
     for t in threads:
         t.start()
     barrier.wait()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for t in threads:
         t.join()
-    return sessions * messages / (time.perf_counter() - start)
+    return time.perf_counter() - start, time.process_time() - cpu
+
+
+def _threads_append(engine: SessionEngine, sessions: int, messages: int) -> tuple[float, float]:
+    """Messages per second and process CPU µs per message: one use case per message."""
+    sids = [engine.start_session("cli", cwd="/tmp") for _ in range(sessions)]
+
+    def work(i: int) -> None:
+        for n in range(messages):
+            engine.append_message(sids[i], "user", f"{n} {TEXT}")
+
+    wall, cpu = _in_threads(sessions, work)
+    n = sessions * messages
+    return n / wall, cpu / n * 1e6
+
+
+def _threads_turns(engine: GroupCommitEngine, sessions: int, turns: int) -> tuple[float, float]:
+    """The gateway's use cases per turn (admit, start, user message, reply, finish), each
+    through the writer: messages per second and process CPU µs per message (2 a turn)."""
+    from hermes_es.commands import turns as t
+
+    sids = [engine.start_session("cli", cwd="/tmp") for _ in range(sessions)]
+    run = engine.writer.call
+
+    def work(i: int) -> None:
+        sid = sids[i]
+        for n in range(turns):
+            text = f"{n} {TEXT}"
+            admitted = run(
+                partial(
+                    t.admit, engine, sid, submission_id=f"{sid}-{n}", client_kind="cli", text=text
+                )
+            )
+            turn = run(partial(t.start_next, engine, sid, epoch=1))
+            assert turn == admitted.turn
+            [user] = engine.append_turn(sid, [{"role": "user", "content": text}])
+            seqs = engine.append_turn(sid, [{"role": "assistant", "content": f"re: {text}"}])
+            run(partial(t.finish, engine, sid, turn, outcome="completed", seqs=[user, *seqs]))
+
+    wall, cpu = _in_threads(sessions, work)
+    n = sessions * turns * 2
+    return n / wall, cpu / n * 1e6
 
 
 def bench_writer(tmp: Path, sessions: int, messages: int) -> None:
@@ -95,15 +147,16 @@ def bench_writer(tmp: Path, sessions: int, messages: int) -> None:
     log(f"writer: raw floor {floor:,.0f}/s, batched ceiling {ceiling:,.0f}/s")
     grouped = GroupCommitEngine(tmp / "group.db")
     try:
-        rate = _threads_append(grouped, sessions, messages)
+        rate, cpu = _threads_append(grouped, sessions, messages)
         groups, jobs = grouped.writer.groups, grouped.writer.jobs
     finally:
         grouped.close()
     embedded = SessionEngine(tmp / "embedded.db")
     try:
-        plain = _threads_append(embedded, sessions, messages)
+        plain, plain_cpu = _threads_append(embedded, sessions, messages)
     finally:
         embedded.close()
+    floor_cpu = _FLOOR_CPU[1]
     emit(
         BENCH,
         "writer_msgs_per_s",
@@ -118,8 +171,35 @@ def bench_writer(tmp: Path, sessions: int, messages: int) -> None:
         sessions=sessions,
         messages=n,
         use_cases_per_commit=round(jobs / max(groups, 1), 2),
+        cpu_us_per_msg=round(cpu, 1),
+        floor_cpu_us_per_msg=round(floor_cpu, 1),
+        cpu_ratio=ratio(floor_cpu, cpu),
         embedded_msgs_per_s=round(plain, 1),
+        embedded_cpu_us_per_msg=round(plain_cpu, 1),
         vs_embedded=ratio(rate, plain),
+    )
+    turns = max(1, messages // 2)
+    shaped = GroupCommitEngine(tmp / "turns.db")
+    try:
+        turn_rate, turn_cpu = _threads_turns(shaped, sessions, turns)
+        groups, jobs = shaped.writer.groups, shaped.writer.jobs
+    finally:
+        shaped.close()
+    log(f"writer: {rate:,.0f} msg/s one use case each; turn-shaped {turn_rate:,.0f} msg/s")
+    emit(
+        BENCH,
+        "writer_turns_msgs_per_s",
+        value=turn_rate,
+        unit="msg/s",
+        floor=floor,
+        ratio=ratio(turn_rate, floor),
+        turns_per_s=round(turn_rate / 2, 1),
+        use_cases_per_s=round(turn_rate * 2.5, 1),
+        use_cases_per_commit=round(jobs / max(groups, 1), 2),
+        cpu_us_per_msg=round(turn_cpu, 1),
+        cpu_ratio=ratio(floor_cpu, turn_cpu),
+        sessions=sessions,
+        turns=sessions * turns,
     )
 
 
@@ -213,11 +293,18 @@ class RpcClient:
         self.reader.cancel()
 
 
-async def _e2e(home: Path, clients: int, turns: int) -> dict[str, Any]:
-    handle = running_gateway(home)
-    assert handle is not None
-    url = handle.endpoint.ws_url
-    conns = [RpcClient(await _client(url, handle.ticket("interactive"))) for _ in range(clients)]
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far (``/proc/PID/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _drive(
+    connect_one: Callable[[], Any], clients: int, turns: int, pid: int
+) -> dict[str, Any]:
+    """``clients`` RpcClients on a session each, ``turns`` turns each, all at once: turns/s,
+    frames per turn, latencies, and the server process's CPU time per turn."""
+    conns = [RpcClient(await connect_one()) for _ in range(clients)]
     sids = [(await c.call("session.create", {}))["session_id"] for c in conns]
     for c, sid in zip(conns, sids, strict=True):  # warm-up: first turns build the prompt
         await c.turn(sid, "warm up")
@@ -231,12 +318,28 @@ async def _e2e(home: Path, clients: int, turns: int) -> dict[str, Any]:
             admitted.append(a)
             completed.append(d)
 
+    cpu = _cpu_seconds(pid)
     start = time.perf_counter()
     await asyncio.gather(*(run(c, s) for c, s in zip(conns, sids, strict=True)))
     elapsed = time.perf_counter() - start
+    cpu = _cpu_seconds(pid) - cpu
     frames = sum(c.frames for c in conns) - frames_before
     for c in conns:
         await c.close()
+    return {
+        "turns_per_s": clients * turns / elapsed,
+        "frames_per_turn": frames / (clients * turns) + 1,  # + the submit itself
+        "server_cpu_ms_per_turn": cpu / (clients * turns) * 1000,
+        "admitted": latency_summary(admitted),
+        "completed": latency_summary(completed),
+    }
+
+
+async def _e2e(home: Path, clients: int, turns: int, pid: int) -> dict[str, Any]:
+    handle = running_gateway(home)
+    assert handle is not None
+    url = handle.endpoint.ws_url
+    result = await _drive(lambda: _client(url, handle.ticket("interactive")), clients, turns, pid)
     # fan-out: 8 clients on one session, one of them submits
     watchers = [RpcClient(await _client(url, handle.ticket("interactive"))) for _ in range(8)]
     sid = (await watchers[0].call("session.create", {}))["session_id"]
@@ -252,41 +355,68 @@ async def _e2e(home: Path, clients: int, turns: int) -> dict[str, Any]:
             spreads.append(max(times) - min(times))
     for w in watchers:
         await w.close()
-    return {
-        "turns_per_s": clients * turns / elapsed,
-        "frames_per_turn": frames / (clients * turns) + 1,  # + the submit itself
-        "admitted": latency_summary(admitted),
-        "completed": latency_summary(completed),
-        "fanout": latency_summary(spreads),
-    }
+    result["fanout"] = latency_summary(spreads)
+    return result
 
 
-async def _bare_round_trip(clients: int, turns: int, frames_per_turn: int) -> float:
-    """Bare websockets: per turn one request in, ``frames_per_turn - 1`` frames out."""
-    from websockets.asyncio.client import connect
+def bare_server(frames_per_turn: int) -> None:
+    """The floor's server (run in its own process): a bare websockets server speaking just
+    enough of the protocol for ``RpcClient``. Per ``prompt.submit`` it sends the response,
+    ``frames_per_turn - 3`` stored-event notifications and the ``hermes.turn.finished`` one
+    (``frames_per_turn - 1`` frames, as the gateway does); it prints its port, then serves
+    until stdin closes."""
     from websockets.asyncio.server import serve
 
     async def handler(ws: Any) -> None:
+        sequence = 0
+        turn = 0
         async for raw in ws:
-            for _ in range(frames_per_turn - 1):
-                await ws.send(raw)
+            request = json.loads(raw)
+            if request["method"] != "prompt.submit":
+                await ws.send(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": {
+                    "session_id": uuid.uuid4().hex}}))  # fmt: skip
+                continue
+            sid = request["params"]["session_id"]
+            turn += 1
+            await ws.send(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": {
+                "session_id": sid, "turn": turn, "duplicate": False}}))  # fmt: skip
+            for i in range(frames_per_turn - 2):
+                sequence += 1
+                last = i == frames_per_turn - 3
+                event = {"type": "hermes.turn.finished" if last else "hermes.bench.event",
+                         "session_id": sid, "sequence": sequence, "event": {"turn": turn,
+                         "text": request["params"]["text"]}}  # fmt: skip
+                await ws.send(json.dumps({"jsonrpc": "2.0", "method": "session.event",
+                                          "params": event}))  # fmt: skip
 
-    async with serve(handler, "127.0.0.1", 0) as server:
-        port = next(iter(server.sockets)).getsockname()[1]
-        conns = [await connect(f"ws://127.0.0.1:{port}") for _ in range(clients)]
+    async def main() -> None:
+        # No per-message compression, as the gateway (small frames on loopback).
+        async with serve(handler, "127.0.0.1", 0, compression=None) as server:
+            port = next(iter(server.sockets)).getsockname()[1]
+            print(port, flush=True)
+            await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
 
-        async def run(ws: Any) -> None:
-            for i in range(turns):
-                await ws.send(json.dumps({"turn": i, "text": TEXT[:40]}))
-                for _ in range(frames_per_turn - 1):
-                    await ws.recv()
+    asyncio.run(main())
 
-        start = time.perf_counter()
-        await asyncio.gather(*(run(ws) for ws in conns))
-        elapsed = time.perf_counter() - start
-        for ws in conns:
-            await ws.close()
-    return clients * turns / elapsed
+
+def _bare_round_trip(clients: int, turns: int, frames_per_turn: int) -> dict[str, Any]:
+    """The floor: the bare server in a subprocess, the same clients in this process."""
+    code = f"from bench.bench_gateway import bare_server; bare_server({frames_per_turn})"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline())
+        url = f"ws://127.0.0.1:{port}"
+        return asyncio.run(_drive(lambda: _client(url, "-"), clients, turns, proc.pid))
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(30)
 
 
 def bench_end_to_end(tmp: Path, clients: int, turns: int) -> None:
@@ -294,14 +424,19 @@ def bench_end_to_end(tmp: Path, clients: int, turns: int) -> None:
     home.mkdir()
     proc = _start_gateway(home)
     try:
-        result = asyncio.run(_e2e(home, clients, turns))
+        result = asyncio.run(_e2e(home, clients, turns, proc.pid))
     finally:
         proc.terminate()
         proc.wait(60)
-    frames = max(2, round(result["frames_per_turn"]))
-    bare = asyncio.run(_bare_round_trip(clients, turns, frames))
+    frames = max(3, round(result["frames_per_turn"]))
+    floor = _bare_round_trip(clients, turns, frames)
+    bare = floor["turns_per_s"]
     rate = result["turns_per_s"]
-    log(f"end to end: {rate:,.0f} turns/s, bare {bare:,.0f}/s ({frames} frames per turn)")
+    cpu, bare_cpu = result["server_cpu_ms_per_turn"], floor["server_cpu_ms_per_turn"]
+    log(
+        f"end to end: {rate:,.0f} turns/s ({cpu:.2f} ms CPU a turn), bare {bare:,.0f}/s"
+        f" ({bare_cpu:.2f} ms), {frames} frames per turn"
+    )
     emit(
         BENCH,
         "e2e_turns_per_s",
@@ -314,6 +449,11 @@ def bench_end_to_end(tmp: Path, clients: int, turns: int) -> None:
         clients=clients,
         turns=clients * turns,
         frames_per_turn=frames,
+        gateway_cpu_ms_per_turn=round(cpu, 3),
+        bare_server_cpu_ms_per_turn=round(bare_cpu, 3),
+        cpu_ratio=ratio(bare_cpu, cpu),
+        bare_admitted_p99_ms=floor["admitted"]["p99_ms"],
+        bare_completed_p99_ms=floor["completed"]["p99_ms"],
     )
     emit(
         BENCH,

@@ -132,12 +132,23 @@ def _bad_text(value: object, where: str) -> tuple[str, str, int] | None:
     return None
 
 
+_ENCODER = msgspec.msgpack.Encoder()
+"""Checks text fast: encoding fails on exactly the strings ``_bad_text`` finds (the walk then
+names the field)."""
+
+
 def check_text(value: object, where: str = "") -> None:
     """Refuse any string under ``value`` (a str, a Struct such as an event, a dict or a list)
     that is not valid Unicode: a lone surrogate cannot be stored, searched or exported.
 
     The error names the field and the character position, e.g. ``message.content``.
     """
+    try:
+        _ENCODER.encode(value)  # in C: it refuses a lone surrogate wherever it sits
+    except Exception:  # a surrogate, or a value it cannot encode: the walk decides
+        pass
+    else:
+        return
     found = _bad_text(value, where)
     if found is None:
         return

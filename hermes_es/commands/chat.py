@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     # engine pulls in eventsourcing, neither of which a resume needs before its first prompt.
     import apsw
 
+    from hermes_es.aggregates.state import SessionState
     from hermes_es.commands.engine import SessionEngine
     from hermes_es.commands.turn_events import TurnEvent
     from hermes_es.config import HermesConfig
@@ -333,13 +334,28 @@ class Chat:
                 raise
             self._recreate()
             state = self.engine.get(self.session_id)
-        if state.version != self.version:
+        if state.version != self.version and self._transcript_unchanged(state):
+            # Only events that leave the transcript alone came in (a gateway's turn admitted,
+            # started, finished; a rename): the window is still right, no re-read.
+            self.version = state.version
+            self._meta = state
+        elif state.version != self.version:
             self.notify(
                 f"session {self.session_id} was changed by another writer; reloaded its window"
             )
             self.reload()
             state = self.engine.get(self.session_id)
         return state.version
+
+    def _transcript_unchanged(self, state: SessionState) -> bool:
+        """True when ``state`` moved past this chat's version without touching the transcript:
+        the same session (not deleted and recreated) and no message change since then."""
+        return (
+            state.version > self.version
+            and state.display_version <= self.version
+            and state.started_at == self._meta.started_at
+            and self._memory is not None
+        )
 
     def _recreate(self) -> None:
         """Recreate a deleted session under the same id with the whole in-memory transcript."""

@@ -56,11 +56,17 @@ class Store:
     @contextmanager
     def transaction(self) -> Iterator[Batch]:
         """An IMMEDIATE transaction with a batch collecting the events to store."""
+        projections = self.projections
         try:
             with self.datastore.transaction() as conn:
                 batch = Batch(self, conn)
-                yield batch
-                batch.flush()
+                mark = projections.mark()
+                try:
+                    yield batch
+                    batch.flush()
+                except BaseException:
+                    projections.undo_to(mark)  # this savepoint's deferred index rows go too
+                    raise
         except IntegrityError as exc:
             raise ConflictError.lost_race(exc) from exc
         except (OperationalError, apsw.BusyError) as exc:
@@ -75,6 +81,15 @@ class Store:
                 f"could not write state.db at {self.path}: {exc}; nothing was changed",
                 subject=str(self.path),
             ) from exc
+
+    @contextmanager
+    def group_transaction(self) -> Iterator[list[Change]]:
+        """The transaction of a group commit: ``transaction()``, with the full-text index rows
+        of every use case inside written once, together, before it commits
+        (``ProjectionSet.deferred_index``). Yields the list of the changes the group stored,
+        filled in when the block ends (complete once the transaction committed)."""
+        with self.transaction() as batch, self.projections.deferred_index(batch.conn) as stored:
+            yield stored
 
     def close(self) -> None:
         """Close every connection."""

@@ -5,14 +5,23 @@ its own events; the transaction then commits once and every caller is acknowledg
 that commit. A use case is any callable that writes through the store (an engine method, a
 ``commands`` function): on the writer thread its ``store.transaction()`` becomes a savepoint
 inside the group's transaction.
+
+Acknowledging is part of the writer's cost, so each kind of caller is woken the cheapest way
+it can be: a thread blocked in ``call`` waits on a plain lock the writer releases; the callers
+of one event loop (``submit_async``, the gateway's own writes) are resolved together by one
+``call_soon_threadsafe`` per loop per group, not one wake-up each; ``submit`` keeps returning
+a ``concurrent.futures.Future`` for everyone else.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -20,20 +29,113 @@ from eventsourcing.persistence import OperationalError
 
 from hermes_es.commands.unit_of_work import Store
 from hermes_es.errors import HermesError, StoreBusyError, StoreError
+from hermes_es.projections.base import Change
 
 T = TypeVar("T")
+log = logging.getLogger("hermes.writer")
 
 MAX_GROUP = 512
 """Most use cases committed by one transaction."""
 
 
 class _Job:
-    __slots__ = ("alone", "fn", "future")
+    """One use case and how its caller hears the outcome (exactly one of the three ways)."""
+
+    __slots__ = ("alone", "error", "fn", "future", "lock", "loop", "result", "waiter")
 
     def __init__(self, fn: Callable[[], Any], alone: bool) -> None:
         self.fn = fn
         self.alone = alone
-        self.future: Future[Any] = Future()
+        self.future: Future[Any] | None = None
+        """``submit``: a concurrent future."""
+        self.lock: threading.Lock | None = None
+        """``call``: held until the outcome is set (the caller blocks acquiring it)."""
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.waiter: asyncio.Future[Any] | None = None
+        """``submit_async``: a future of ``loop``, resolved on that loop."""
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+Listener = Callable[[list[Change]], None]
+"""Hears, on its event loop, the changes each group stored, once the group committed."""
+
+
+def _resolve_on_loop(
+    jobs: list[_Job], listeners: list[Listener] | None = None, changes: list[Change] | None = None
+) -> None:
+    """On the callers' event loop: tell the listeners what the group stored, then resolve
+    every waiter of the group (one wake-up for all)."""
+    if listeners and changes:
+        for listener in listeners:
+            try:
+                listener(changes)
+            except Exception:  # a listener's failure must not keep callers waiting
+                log.exception("a commit listener failed")
+    for job in jobs:
+        waiter = job.waiter
+        if waiter is None or waiter.done():  # the caller gave up (cancelled)
+            continue
+        if job.error is not None:
+            waiter.set_exception(job.error)
+        else:
+            waiter.set_result(job.result)
+
+
+class _Inbox:
+    """What the writer hands one event loop. A wake-up (``call_soon_threadsafe``, a write to
+    the loop's self-pipe) is sent only when the loop has not yet been woken for what is
+    already waiting: a busy loop drains several groups with one wake-up."""
+
+    __slots__ = ("items", "loop", "scheduled")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.items: deque[tuple[list[_Job], list[Listener] | None, list[Change] | None]] = deque()
+        self.scheduled = False
+
+    def put(
+        self, jobs: list[_Job], heard: list[Listener] | None, changes: list[Change] | None
+    ) -> None:
+        """On the writer thread: queue one group's outcome for the loop."""
+        self.items.append((jobs, heard, changes))
+        if not self.scheduled:  # the loop clears it before it drains: nothing is missed
+            self.scheduled = True
+            try:
+                self.loop.call_soon_threadsafe(self._drain)
+            except RuntimeError:  # a closed loop: nobody waits any more
+                self.items.clear()
+
+    def _drain(self) -> None:
+        self.scheduled = False
+        while self.items:
+            _resolve_on_loop(*self.items.popleft())
+
+
+def _deliver(
+    jobs: list[_Job],
+    inbox: Callable[[asyncio.AbstractEventLoop], _Inbox],
+    listeners: dict[asyncio.AbstractEventLoop, list[Listener]] | None = None,
+    changes: list[Change] | None = None,
+) -> None:
+    """Tell each caller its use case's outcome (after the commit, or after the failure), and
+    each listener the changes the group stored: at most one wake-up per loop."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
+    if listeners and changes:
+        by_loop = {loop: [] for loop in listeners}
+    for job in jobs:
+        if job.lock is not None:
+            job.lock.release()
+        elif job.loop is not None:
+            by_loop.setdefault(job.loop, []).append(job)
+        elif job.future is not None:
+            if job.error is not None:
+                job.future.set_exception(job.error)
+            else:
+                job.future.set_result(job.result)
+    for loop, waiting in by_loop.items():
+        heard = listeners.get(loop) if listeners and changes else None
+        inbox(loop).put(waiting, heard, changes)
 
 
 _STOP = object()
@@ -56,6 +158,8 @@ class GroupWriter:
         """Transactions committed so far (for benchmarks and tests)."""
         self.jobs = 0
         """Use cases run so far."""
+        self._listeners: dict[asyncio.AbstractEventLoop, list[Listener]] = {}
+        self._inboxes: dict[asyncio.AbstractEventLoop, _Inbox] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -75,11 +179,33 @@ class GroupWriter:
             self._queue.put(_STOP)
             thread.join()
 
+    @property
+    def reports_changes(self) -> bool:
+        """True when listeners hear what each group stored (a store with group transactions:
+        SQLite); otherwise callers must read what changed back from the log."""
+        return hasattr(self.store, "group_transaction")
+
+    def listen(self, listener: Listener) -> None:
+        """Call ``listener(changes)`` on the running event loop after each group commit, with
+        the changes the group stored (log order), before that loop's waiters of the group
+        are resolved (so a caller that resumes finds them already handled)."""
+        loop = asyncio.get_running_loop()
+        self._listeners = {**self._listeners, loop: [*self._listeners.get(loop, []), listener]}
+
     def on_writer_thread(self) -> bool:
         """True when called from the writer thread (a nested use case runs inline)."""
         return self._thread is not None and threading.current_thread() is self._thread
 
     # -- submitting --------------------------------------------------------------------------
+
+    def _enqueue(self, job: _Job, urgent: bool) -> None:
+        if self._thread is None:
+            raise RuntimeError("the writer is not running")
+        if urgent and not job.alone:
+            self._urgent.append(job)
+            self._queue.put(_WAKE)
+        else:
+            self._queue.put(job)
 
     def submit(
         self, fn: Callable[[], T], *, alone: bool = False, urgent: bool = False
@@ -91,21 +217,42 @@ class GroupWriter:
         waits on (an admission); it goes into the next group ahead of the queued ones, so it
         waits for at most the group being committed, not for the whole queue.
         """
-        if self._thread is None:
-            raise RuntimeError("the writer is not running")
         job = _Job(fn, alone and not urgent)
-        if urgent and not alone:
-            self._urgent.append(job)
-            self._queue.put(_WAKE)
-        else:
-            self._queue.put(job)
-        return job.future
+        future: Future[T] = Future()
+        job.future = future
+        self._enqueue(job, urgent)
+        return future
+
+    def submit_async(
+        self, fn: Callable[[], T], *, alone: bool = False, urgent: bool = False
+    ) -> asyncio.Future[T]:
+        """``submit`` for a caller on the running event loop: an asyncio future of that loop.
+
+        The writer resolves every such future of one group with a single
+        ``call_soon_threadsafe``, after the commit. Cancelling the future does not undo the
+        use case (it may already be committed); its outcome is then dropped.
+        """
+        loop = asyncio.get_running_loop()
+        job = _Job(fn, alone and not urgent)
+        waiter: asyncio.Future[T] = loop.create_future()
+        job.loop, job.waiter = loop, waiter
+        self._enqueue(job, urgent)
+        return waiter
 
     def call(self, fn: Callable[[], T], *, alone: bool = False) -> T:
         """Run a use case through the writer and return its result once committed."""
         if self.on_writer_thread():
             return fn()
-        return self.submit(fn, alone=alone).result()
+        job = _Job(fn, alone)
+        lock = threading.Lock()
+        lock.acquire()
+        job.lock = lock
+        self._enqueue(job, False)
+        lock.acquire()  # released by the writer once the outcome is known
+        if job.error is not None:
+            raise job.error
+        result: T = job.result
+        return result
 
     # -- the thread --------------------------------------------------------------------------
 
@@ -162,39 +309,56 @@ class GroupWriter:
     def _run_alone(self, job: _Job) -> None:
         self.jobs += 1
         try:
-            result = job.fn()
+            job.result = job.fn()
         except BaseException as exc:
-            job.future.set_exception(exc)
+            job.error = exc
+        _deliver([job], self._inbox)
+
+    def _inbox(self, loop: asyncio.AbstractEventLoop) -> _Inbox:
+        inbox = self._inboxes.get(loop)
+        if inbox is None:
+            inbox = self._inboxes[loop] = _Inbox(loop)
+        return inbox
+
+    @contextlib.contextmanager
+    def _group(self) -> Iterator[list[Change]]:
+        """The group's transaction; yields the list of what it stored (when the store says).
+
+        Backend-neutral: the store's own transaction, and nested ones are savepoints (SQLite
+        and PostgreSQL alike). A store with a group transaction (SQLite) writes what it can
+        defer (the full-text index) once for the whole group and reports what it stored.
+        """
+        group: Callable[[], contextlib.AbstractContextManager[list[Change]]] | None = getattr(
+            self.store, "group_transaction", None
+        )
+        if group is not None:
+            with group() as stored:
+                yield stored
         else:
-            job.future.set_result(result)
+            with self.store.transaction():
+                yield []
 
     def _run_group(self, jobs: list[_Job]) -> None:
-        outcomes: list[tuple[_Job, Any, BaseException | None]] = []
         try:
-            # Backend-neutral: the store's own transaction, and nested ones are savepoints
-            # (SQLite and PostgreSQL alike).
-            with self.store.transaction():
+            with self._group() as stored:
                 for job in jobs:
                     try:
                         with self.store.transaction():  # this use case's savepoint
-                            result = job.fn()
+                            job.result = job.fn()
                     except Exception as exc:
-                        outcomes.append((job, None, exc))
-                    else:
-                        outcomes.append((job, result, None))
+                        job.error = exc
         except BaseException as exc:
             # The commit itself failed: nothing of this group is stored.
             failure = _commit_error(self.store, exc)
             for job in jobs:
-                job.future.set_exception(failure)
+                job.result, job.error = None, failure
+            _deliver(jobs, self._inbox)
             return
         self.groups += 1
         self.jobs += len(jobs)
-        for job, result, error in outcomes:
-            if error is not None:
-                job.future.set_exception(error)
-            else:
-                job.future.set_result(result)
+        _deliver(
+            jobs, self._inbox, self._listeners, stored
+        )  # only now: every acknowledgement follows it
 
 
 def _commit_error(store: Store, exc: BaseException) -> BaseException:

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from hermes_es.commands.turn_events import TurnEvent
     from hermes_es.config import LoadedConfig
     from hermes_es.gateway.reaper import Reaper
+    from hermes_es.projections.base import Change
 
 T = TypeVar("T")
 log = logging.getLogger("hermes.gateway")
@@ -133,17 +134,23 @@ class SessionAuthority:
         self.on_epoch_ended: Callable[[], None] = lambda: None
         self.status_extra: Callable[[], dict[str, Any]] = dict
         """What ``gateway.status`` adds (the team: role, owner)."""
-        engine.on_change = self._changed_from_thread
         self._read = engine.store.connection  # this (loop) thread's connection: reads only
+        if engine.writer.reports_changes:
+            # Every write goes through the writer, which hands over what each group stored
+            # (on this loop, before the group's waiters resume): the fan-out sends those
+            # events as they are, with no read back from the log and no wake-up per write.
+            engine.writer.listen(self._committed)
+        else:
+            engine.on_change = self._changed_from_thread
 
     # -- writes -------------------------------------------------------------------------------
 
     async def write(self, fn: Callable[[], T], *, alone: bool = False, urgent: bool = False) -> T:
         """Run a use case on the writer; resolves after its group committed (``urgent``: ahead
         of the queued use cases, in the next group)."""
-        future = self.engine.writer.submit(fn, alone=alone, urgent=urgent)
+        waiter = self.engine.writer.submit_async(fn, alone=alone, urgent=urgent)
         try:
-            return await asyncio.wrap_future(future)
+            return await waiter
         except HermesError as exc:
             raise rpc_error_for(exc) from exc
 
@@ -163,6 +170,11 @@ class SessionAuthority:
             return
         after = self.published.get(session_id, 0)
         events = q.events_since(self._read(), session_id, after)
+        self._send_events(session_id, clients, events)
+
+    def _send_events(
+        self, session_id: str, clients: set[Client], events: list[q.StreamEvent]
+    ) -> None:
         for event in events:
             frame = p.encode(
                 p.Notification(method="session.event", params=msgspec.to_builtins(event))
@@ -178,6 +190,30 @@ class SessionAuthority:
         for session_id in session_ids:
             if session_id in self.subscribers:
                 self.publish(session_id)
+
+    def _committed(self, changes: list[Change]) -> None:
+        """The writer stored ``changes`` (one group, log order): send the attached clients of
+        each session its new events, built from the changes themselves. A session whose
+        next event is not the first one here (attached mid-way, written by another path)
+        catches up from the log instead, so the stream stays gapless and in order."""
+        by_session: dict[str, list[Change]] = {}
+        for change in changes:
+            if change.stream in self.subscribers:
+                by_session.setdefault(change.stream, []).append(change)
+        for sid, mine in by_session.items():
+            clients = self.subscribers.get(sid)
+            if not clients:
+                continue
+            after = self.published.get(sid, 0)
+            fresh = [c for c in mine if c.version > after]
+            if not fresh:
+                continue
+            if fresh[0].version != after + 1:
+                self.publish(sid)
+                continue
+            self._send_events(
+                sid, clients, [q.stream_event(sid, c.version, c.event) for c in fresh]
+            )
 
     def broadcast(self, method: str, params: dict[str, Any]) -> None:
         """A notification to every attached client (``gateway.draining``)."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import apsw
@@ -62,10 +64,18 @@ class ProjectionSet:
         self._batch_appliers: list[Callable[[apsw.Connection, Sequence[Change]], None]] = []
         self._appliers: list[Callable[[apsw.Connection, Change], None]] = []
         self._settlers: list[Callable[[apsw.Connection, dict[str, SessionState]], None]] = []
+        self._index_appliers: list[Callable[[apsw.Connection, Sequence[Change]], None]] = []
+        """``apply_batch`` of the projectors a group commit may defer (the full-text index)."""
+        self._eager_batch_appliers: list[Callable[[apsw.Connection, Sequence[Change]], None]] = []
+        self._local = threading.local()
         for projector in self.projectors:
             apply_batch = getattr(projector, "apply_batch", None)
             if apply_batch is not None:
                 self._batch_appliers.append(apply_batch)
+                if getattr(projector, "deferrable", False):
+                    self._index_appliers.append(apply_batch)
+                else:
+                    self._eager_batch_appliers.append(apply_batch)
             else:
                 self._appliers.append(projector.apply)
             if isinstance(projector, SessionsProjector):
@@ -117,8 +127,14 @@ class ProjectionSet:
         Projectors are independent of each other, so each one takes the whole batch in turn;
         one with an ``apply_batch`` method (bulk inserts) gets the batch in a single call.
         """
-        for apply_batch in self._batch_appliers:
-            apply_batch(conn, changes)
+        deferred: list[Change | str] | None = getattr(self._local, "deferred", None)
+        if deferred is None:
+            for apply_batch in self._batch_appliers:
+                apply_batch(conn, changes)
+        else:  # a group commit: the index rows wait for the end of the group
+            for apply_batch in self._eager_batch_appliers:
+                apply_batch(conn, changes)
+            deferred.extend(changes)
         for apply in self._appliers:
             for change in changes:
                 apply(conn, change)
@@ -138,9 +154,76 @@ class ProjectionSet:
 
     def forget(self, conn: apsw.Connection, session_id: str) -> None:
         """Remove every row of a deleted session (the index before the rows it reads)."""
+        deferred: list[Change | str] | None = getattr(self._local, "deferred", None)
+        if deferred is not None:
+            # The index's forget deletes the entries of every row the session has: its rows
+            # still waiting are indexed first (in this savepoint, so a rollback undoes both),
+            # and the marker keeps the end of the group from indexing them again.
+            waiting: list[Change] = []
+            for entry in deferred:
+                if entry == session_id:
+                    waiting.clear()
+                elif isinstance(entry, Change) and entry.stream == session_id:
+                    waiting.append(entry)
+            if waiting:
+                for apply_batch in self._index_appliers:
+                    apply_batch(conn, waiting)
+            deferred.append(session_id)
         order = sorted(self.projectors, key=lambda p: p.name != "search")
         for projector in order:
             projector.forget(conn, session_id)
+
+    # -- the deferred index of a group commit ------------------------------------------------
+
+    @contextmanager
+    def deferred_index(self, conn: apsw.Connection) -> Iterator[list[Change]]:
+        """Within this block (on this thread) the full-text index rows of every applied event
+        wait, and are written together when the block ends without an error, by one
+        ``executemany``, before the transaction commits.
+
+        A group commit runs each use case in its own savepoint, and FTS5 writes its pending
+        rows out as a new segment at every savepoint: indexing each use case's rows inside
+        its savepoint cost as much as committing it alone. The index rows are derived from
+        the events alone (rows are only added), so writing them at the end of the group
+        stores exactly the same index. A savepoint that rolls back drops the rows it
+        deferred (``mark`` / ``undo_to``); a session forgotten in the group never gets its
+        waiting rows written.
+
+        It yields a list that holds, once the block ended, every change the block applied
+        (in log order, without those of sessions it forgot): what the group stored.
+        """
+        stored: list[Change] = []
+        if getattr(self._local, "deferred", None) is not None:
+            yield stored  # already deferring (a nested group): the outer block writes them
+            return
+        deferred: list[Change | str] = []
+        self._local.deferred = deferred
+        try:
+            yield stored
+            kept = stored
+            forgotten: set[str] = set()
+            for entry in reversed(deferred):
+                if isinstance(entry, str):
+                    forgotten.add(entry)
+                elif entry.stream not in forgotten:
+                    kept.append(entry)
+            kept.reverse()
+            if kept:
+                for apply_batch in self._index_appliers:
+                    apply_batch(conn, kept)
+        finally:
+            self._local.deferred = None
+
+    def mark(self) -> int:
+        """Where this thread's deferred rows stand (-1 when not deferring)."""
+        deferred: list[Change | str] | None = getattr(self._local, "deferred", None)
+        return -1 if deferred is None else len(deferred)
+
+    def undo_to(self, mark: int) -> None:
+        """A savepoint rolled back: drop the rows it deferred."""
+        deferred: list[Change | str] | None = getattr(self._local, "deferred", None)
+        if deferred is not None and mark >= 0:
+            del deferred[mark:]
 
 
 def set_position(conn: apsw.Connection, position: int) -> None:

@@ -28,6 +28,9 @@ class SearchProjector:
     """Indexes every stored message row; rows are only ever added or physically deleted."""
 
     name = "search"
+    deferrable = True
+    """A group commit may write this projector's rows at the end of the group (they are
+    derived from the events alone and only ever added): ``ProjectionSet.deferred_index``."""
 
     def __init__(self, prefix: str = "", *, bulk: bool = False) -> None:
         self.p = prefix

@@ -56,21 +56,26 @@ def events_since(
         " AND originator_version > ? ORDER BY originator_version LIMIT ?",
         (session_id, after, limit),
     ).fetchall()
-    out = []
-    for version, topic, state in rows:
-        event = decode_row(topic, state, stream=session_id, version=version)
-        data = msgspec.to_builtins(event)
-        out.append(
-            StreamEvent(
-                session_id=session_id,
-                sequence=int(version),
-                type=topic,
-                at=event.at,
-                actor=event.actor,
-                event=data,
-            )
-        )
-    return out
+    return [
+        stream_event(session_id, int(version), decode_row(topic, state, stream=session_id,
+                     version=version), topic)
+        for version, topic, state in rows
+    ]  # fmt: skip
+
+
+def stream_event(
+    session_id: str, version: int, event: ev.Event, topic: str | None = None
+) -> StreamEvent:
+    """One event of a session stream as clients receive it (from the log, with its stored
+    ``topic``, or as the writer just stored it: the same fields either way)."""
+    return StreamEvent(
+        session_id=session_id,
+        sequence=version,
+        type=event.topic if topic is None else topic,
+        at=event.at,
+        actor=event.actor,
+        event=msgspec.to_builtins(event),
+    )
 
 
 def admitted_text(conn: apsw.Connection, session_id: str, turn: int) -> str | None:

@@ -145,3 +145,166 @@ def test_get_reads_the_committed_head_and_names_a_missing_session(
 
     with pytest.raises(SessionNotFoundError, match="no session"):
         gce.get("nope-0000")
+
+
+def _fts_hits(path: Path, word: str) -> int:
+    from hermes_es.projections.catalog import connect
+
+    conn = connect(path)
+    try:
+        rows = conn.execute("SELECT COUNT(*) FROM messages_fts WHERE messages_fts MATCH ?", (word,))
+        return int(rows.fetchall()[0][0])
+    finally:
+        conn.close()
+
+
+def _fts_consistent(path: Path) -> None:
+    from hermes_es.projections.catalog import connect
+
+    conn = connect(path)
+    try:  # raises when the index and the messages rows disagree
+        conn.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)")
+    finally:
+        conn.close()
+
+
+def _one_group(gce: GroupCommitEngine, *fns: object) -> list[object]:
+    """Run ``fns`` as use cases of one group (the writer is held until all are queued)."""
+    gate = threading.Event()
+    blocker = gce.writer.submit(gate.wait)
+    futures = [gce.writer.submit(fn) for fn in fns]  # type: ignore[arg-type]
+    groups = gce.writer.groups
+    gate.set()
+    blocker.result(10)
+    out: list[object] = []
+    for fut in futures:
+        try:
+            out.append(fut.result(10))
+        except Exception as exc:
+            out.append(exc)
+    assert gce.writer.groups - groups <= 1  # they did share one transaction
+    return out
+
+
+def test_a_refused_use_case_leaves_no_index_rows_and_the_others_are_indexed(
+    gce: GroupCommitEngine,
+) -> None:
+    """The full-text rows of a group are written at its end: a use case that fails after its
+    append was stored in its savepoint takes its index rows back with it; the rest are found."""
+    a = gce.start_session("cli")
+    b = gce.start_session("cli")
+
+    def refused() -> None:
+        gce.append_message(a, "user", "zebra crossing")
+        raise ValidationError("refused after the append")
+
+    out = _one_group(
+        gce,
+        lambda: gce.append_message(a, "user", "giraffe one"),
+        refused,
+        lambda: gce.append_message(b, "user", "giraffe two"),
+    )
+    assert isinstance(out[1], ValidationError)
+    assert (_count(gce.db_path, a), _count(gce.db_path, b)) == (1, 1)
+    assert _fts_hits(gce.db_path, "giraffe") == 2
+    assert _fts_hits(gce.db_path, "zebra") == 0
+    _fts_consistent(gce.db_path)
+
+
+def test_a_session_forgotten_in_the_group_gets_no_waiting_index_rows(
+    gce: GroupCommitEngine,
+) -> None:
+    """A use case that removes a session's rows after another one in the same group appended
+    to it: the appended message's waiting index rows are never written (no orphan tokens)."""
+    a = gce.start_session("cli")
+    b = gce.start_session("cli")
+    store = gce.store
+
+    def remove() -> None:
+        with store.transaction() as batch:
+            store.projections.forget(batch.conn, a)
+            store.recorder._delete_events(batch.conn, a)
+            batch.states.pop(a, None)
+
+    out = _one_group(
+        gce,
+        lambda: gce.append_message(a, "user", "okapi gone"),
+        remove,
+        lambda: gce.append_message(b, "user", "okapi kept"),
+    )
+    assert out == [0, None, 0]
+    assert _fts_hits(gce.db_path, "okapi") == 1
+    _fts_consistent(gce.db_path)
+
+
+def test_loop_callers_are_resolved_after_the_commit(gce: GroupCommitEngine) -> None:
+    """``submit_async``: each awaited result is already visible to another connection, one
+    refusal fails alone, and a cancelled waiter does not disturb the writer."""
+    import asyncio
+
+    sids = [gce.start_session("cli") for _ in range(8)]
+    stale = gce.get(sids[0]).version - 1
+
+    async def main() -> list[object]:
+        writer = gce.writer
+
+        async def one(sid: str, text: str) -> int:
+            seq = await writer.submit_async(lambda: gce.append_message(sid, "user", text))
+            assert _count(gce.db_path, sid) >= seq + 1  # durable before we heard of it
+            return seq
+
+        abandoned = writer.submit_async(lambda: gce.append_message(sids[1], "user", "late"))
+        abandoned.cancel()
+        refused = writer.submit_async(
+            lambda: gce.append_message(sids[0], "user", "no", expected_version=stale),
+            urgent=True,
+        )
+        results = await asyncio.gather(
+            *(one(s, f"hello {i}") for i, s in enumerate(sids)),
+            refused,
+            return_exceptions=True,
+        )
+        return list(results)
+
+    results = asyncio.run(main())
+    assert results[:8] == [0, 1, 0, 0, 0, 0, 0, 0]  # sids[1]: the abandoned append came first
+    assert isinstance(results[8], ConflictError)
+    assert _count(gce.db_path, sids[1]) == 2  # the cancelled waiter's use case still ran
+    _fts_consistent(gce.db_path)
+
+
+def test_listeners_hear_what_each_group_stored_as_the_log_holds_it(
+    gce: GroupCommitEngine,
+) -> None:
+    """A commit listener gets each group's stored changes before the group's waiters resume;
+    the stream events built from them equal the ones read back from the log."""
+    import asyncio
+
+    from hermes_es.commands import turns
+    from hermes_es.queries import turns as q
+
+    heard: list[object] = []
+
+    async def main() -> str:
+        writer = gce.writer
+        writer.listen(heard.extend)
+        sid = await writer.submit_async(lambda: gce.start_session("cli", title="heard"))
+        assert heard and all(c.stream == sid for c in heard)  # type: ignore[attr-defined]
+        await writer.submit_async(
+            lambda: turns.admit(gce, sid, submission_id="s1", client_kind="cli", text="hi")
+        )
+        await writer.submit_async(lambda: turns.start_next(gce, sid, epoch=1))
+        await writer.submit_async(
+            lambda: gce.append_turn(
+                sid, [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+            )
+        )
+        with pytest.raises(ConflictError):  # refused: nothing of it is heard
+            await writer.submit_async(
+                lambda: gce.append_message(sid, "user", "no", expected_version=1)
+            )
+        return sid
+
+    sid = asyncio.run(main())
+    built = [q.stream_event(c.stream, c.version, c.event) for c in heard]  # type: ignore[attr-defined]
+    assert built == q.events_since(gce.store.connection(), sid, 0)
