@@ -35,6 +35,10 @@ from hermes_es.home import profile_dir
 log = logging.getLogger("hermes.gateway")
 
 
+LOST_EXIT = 1
+"""Exit code of an owner that lost its ownership (another gateway may own the profile)."""
+
+
 class GatewayRunningError(HermesError):
     """Another gateway already runs for this profile."""
 
@@ -108,6 +112,12 @@ def run(
         finally:
             paths.endpoint.unlink(missing_ok=True)
             paths.pid.unlink(missing_ok=True)
+    if code == LOST_EXIT:
+        # Lost the profile to another gateway: a turn thread still waiting on its model must
+        # not keep this process (and its writes) alive.
+        logging.shutdown()
+        sys.stderr.flush()
+        os._exit(LOST_EXIT)
     return code
 
 
@@ -196,7 +206,7 @@ async def _serve(
     await asyncio.wait({serve_task, stop_wait, lost_wait}, return_when=asyncio.FIRST_COMPLETED)
     code = 0
     if state.lost.is_set():
-        code = 1  # no drain: another gateway may own the profile already
+        code = LOST_EXIT  # no drain: another gateway may own the profile already
     elif stopping.is_set() and state.authority is not None:
         log.info("draining: no new turns; waiting up to %.0f s for running ones", drain_s)
         finished = await state.authority.drain(drain_s)

@@ -220,26 +220,35 @@ def test_owner_that_loses_its_lock_connection_exits_and_standby_takes_over(
     tmp_path: Path, slow_model: SlowModel, pg_url: str
 ) -> None:
     """When the owner's lock connection ends while the process lives (its backend terminated,
-    as when the network drops), the owner stops executing and exits 1, and the standby owns
-    the profile in the next epoch."""
+    as when the network drops) during a turn, the owner exits 1 at once (not waiting for the
+    turn), and the standby owns the profile in the next epoch with that turn unknown."""
     home_a, env_a = _host(tmp_path, "host-a", slow_model)
     home_b, env_b = _host(tmp_path, "host-b", slow_model)
     store = ("--store", pg_url)
     gw_a, gw_b = GatewayProcess(home_a, env_a, store), GatewayProcess(home_b, env_b, store)
     try:
-        epoch = gw_a.start().endpoint.epoch
-        assert gw_b.start().endpoint.role == "standby"
+        handle_a = gw_a.start()
+        epoch = handle_a.endpoint.epoch
+        handle_b = gw_b.start()
+        assert handle_b.endpoint.role == "standby"
+        with handle_a.connect() as conn:
+            sid = conn.call("session.create", {"title": "lost"})["session_id"]
+            conn.call("prompt.submit", {"session_id": sid, "submission_id": "s", "text": "SLOW"})
+            assert slow_model.arrived.wait(30)
         with psycopg.connect(pg_url, autocommit=True) as admin:
             row = admin.execute(
                 "SELECT backend_pid FROM hermes_gateways WHERE role = 'owner'"
             ).fetchone()
             assert row is not None
             admin.execute("SELECT pg_terminate_backend(%s)", (row[0],))
-        assert gw_a.proc is not None and gw_a.proc.wait(15) == 1
+        assert gw_a.proc is not None and gw_a.proc.wait(15) == 1  # the model still holds
         assert "no longer owns profile default" in gw_a.output()
         _wait_role(home_b, "owner", 10.0)
         endpoint = read_endpoint(GatewayPaths(home_b))
         assert endpoint is not None and endpoint.epoch == epoch + 1
+        with handle_b.connect() as conn:
+            assert conn.call("session.resume", {"ref": sid})["unknown"] == [1]
+        assert slow_model.count("SLOW") == 1
         assert gw_b.terminate() == 0
     finally:
         for gateway in (gw_a, gw_b):
