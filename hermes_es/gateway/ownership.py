@@ -121,8 +121,12 @@ class Team:
         lock = self._lock
         assert lock is not None
         while not self._stop.is_set():
-            if await asyncio.to_thread(lock.wait):
-                break
+            try:
+                if await asyncio.to_thread(lock.wait):
+                    break
+            except Exception as exc:  # keep waiting: a standby that stops waiting never takes over
+                log.warning("waiting for the ownership lock failed (%s); retrying", exc)
+                await asyncio.sleep(0.5)
         else:
             return
         freed = time.monotonic()
