@@ -6,7 +6,8 @@ the state, calls one of these inside a write transaction, and stores what it ret
 
 from __future__ import annotations
 
-import uuid
+import base64
+import secrets
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,9 +32,14 @@ from hermes_es.errors import InvariantError, ValidationError
 REASONING_LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh")
 
 
+UID_LENGTH = 16
+"""Characters of a uid hermes generates: 80 random bits in lowercase base32. A uid only has
+to be unique within its session; clients may supply uids of any other valid form."""
+
+
 def new_uid() -> str:
-    """A fresh client-side message uid."""
-    return uuid.uuid4().hex
+    """A fresh message uid (when the client supplied none)."""
+    return base64.b32encode(secrets.token_bytes(UID_LENGTH * 5 // 8)).decode().lower()
 
 
 def start(

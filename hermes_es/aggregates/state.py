@@ -17,7 +17,7 @@ from hermes_es.aggregates.validation import content_text
 PREVIEW_CHARS = 160
 
 
-class SessionState(msgspec.Struct, kw_only=True):
+class SessionState(msgspec.Struct, kw_only=True, omit_defaults=True):
     """Everything the session's invariants need, folded from its events."""
 
     session_id: str

@@ -31,6 +31,18 @@ def message_row_id(position: int, index: int) -> int:
     return position * MESSAGE_ID_SHIFT + index
 
 
+class ReplayRaced(Exception):
+    """A replay read events of a session that was then deleted before the replay finished.
+
+    The fresh tables hold that session's index entries, and the text they were made from is
+    gone with its events: the entries cannot be removed exactly, so the replay starts over.
+    """
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session {session_id} was deleted while the replay read it")
+        self.session_id = session_id
+
+
 class Projector(Protocol):
     """A read model: its tables, how an event changes them, and how a deleted session leaves."""
 

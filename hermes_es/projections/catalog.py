@@ -24,12 +24,14 @@ from hermes_es.store.schema import EVENTS_SCHEMA
 TRACKING_NAME = "projections"
 """Reader name under which the projections' log position is tracked."""
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """Projection layout: 1 first; 2 head state in the sessions row; 3 FTS prefix index (2, 3);
 4 platform, chat_id, model_config, launch_flags columns in sessions (docs/schema.md);
 5 messages keep reasoning_content and token_count; 6 ``sessions_last_active`` index
 (sessions list at 100,000 sessions); 7 head state with the turn lifecycle fields (a gateway's
-queue, running and unknown turns: older heads are re-encoded, no replay)."""
+queue, running and unknown turns: older heads are re-encoded, no replay); 8 message text
+only in the log (``message_rows`` + the ``messages`` view), shorter generated uids, the uid
+index only for client-supplied uids."""
 
 
 def _add_indexes(conn: apsw.Connection) -> None:
@@ -97,6 +99,19 @@ class ProjectionSet:
     def tables(self) -> list[str]:
         """Every table this set maintains."""
         return [t for p in self.projectors for t in p.tables()]
+
+    def drop_views(self, conn: apsw.Connection) -> None:
+        """Drop the views over this set's tables (before the tables are dropped or renamed)."""
+        rows = conn.execute("SELECT name FROM sqlite_schema WHERE type = 'view'").fetchall()
+        for (name,) in rows:
+            conn.execute(f'DROP VIEW IF EXISTS "{name}"')
+
+    def create_views(self, conn: apsw.Connection) -> None:
+        """Create the views again (after a rebuild swapped the tables in)."""
+        for projector in self.projectors:
+            for statement in projector.schema():
+                if statement.startswith("CREATE VIEW"):
+                    conn.execute(statement)
 
     def create(self, conn: apsw.Connection, *, with_indexes: bool = True) -> None:
         """Create the tables (and, unless bulk loading, their indexes)."""
@@ -274,9 +289,11 @@ def _ensure_schema(conn: apsw.Connection) -> None:
             return
         live = ProjectionSet()
         if user_version:
+            live.drop_views(conn)
             for table in live.tables():
                 conn.execute(f"DROP TABLE IF EXISTS {table}")
             conn.execute("DROP TABLE IF EXISTS session_heads")  # layout 1 kept heads apart
+            conn.execute("DROP TABLE IF EXISTS messages")  # layouts 1-7 kept text in a table
         live.create(conn)
         if user_version:
             from hermes_es.projections.rebuild import replay_into

@@ -22,9 +22,12 @@ from hermes_es.errors import ValidationError
 TOKENIZER_NAME = "hermes"
 """Name the tokenizer is registered under; FTS tables say ``tokenize='hermes'``."""
 
-PREFIX_INDEX = "2 3"
-"""Prefix lengths FTS5 indexes separately, so ``ab*``/``abc*`` queries need not merge every
-term that starts that way (the prefix search class stays within its latency budget)."""
+PREFIX_INDEX = "3"
+"""Prefix lengths FTS5 indexes separately, so an ``abc*`` query need not merge every term
+that starts that way (the prefix search class stays within its latency budget). A two-letter
+prefix is expanded into three-letter ones by the search (``queries.bm25``); a one-letter
+prefix is merged by FTS5. Layout 8 dropped the two-letter index (``2 3`` before): ~30% of the
+index's bytes (bench/README.md, bench_vs_hermes)."""
 
 BASE_TOKENIZER = "unicode61"
 BASE_ARGS = ("remove_diacritics", "2")

@@ -4,6 +4,13 @@
 backup (archived history, never live context). ``ord`` is the stable display order: a message
 appended normally gets its sequence number, an edit replacement takes the place of the message
 it replaced, and compaction summaries sit between the archived messages and the kept tail.
+
+The text of a message is not copied into the projections: it is in the event that stored it
+(compressed). ``message_rows`` holds every other column; the ``messages`` view adds ``content``,
+read from the event through ``hermes_message_text`` (``hermes_es.store.message_text``). Rows
+stay addressable that way: a row id is ``position * 4096 + index`` (``message_row_id``).
+A projector built with ``text_in_rows`` keeps the text in its own ``messages`` table instead
+(PostgreSQL, and the scratch table of a time-travel read, whose log is not beside it).
 """
 
 from __future__ import annotations
@@ -14,9 +21,11 @@ import apsw
 import msgspec
 
 from hermes_es import events as ev
+from hermes_es.aggregates.session import UID_LENGTH
 from hermes_es.aggregates.state import SessionState
 from hermes_es.aggregates.validation import content_text
-from hermes_es.projections.base import Change, message_row_id
+from hermes_es.projections.base import MESSAGE_ID_SHIFT, Change, message_row_id
+from hermes_es.store.message_text import FUNCTION as TEXT_FUNCTION
 
 _JSON = msgspec.json.Encoder()
 
@@ -28,6 +37,45 @@ COLUMNS = (
     "tool_call_id", "tool_name", "reasoning", "tokens_in", "tokens_out", "media",
     "finish_reason", "at", "state", "imported", "version", "reasoning_content", "token_count",
 )  # fmt: skip
+"""Columns of ``messages`` (the view, or a table that keeps the text), in row order."""
+TEXT_INDEX = COLUMNS.index("content")
+ROW_COLUMNS = tuple(c for c in COLUMNS if c != "content")
+"""Columns of ``message_rows``: every column but the text."""
+
+ROWS_TABLE = "message_rows"
+VIEW = "messages"
+
+GENERATED_UID_LENGTH = UID_LENGTH
+"""Length of a uid hermes generates (``hermes_es.aggregates.session.new_uid``). Only uids of
+another length are in the ``messages_uid`` index: a generated uid is never retried by a client,
+so looking one up (``queries.lookup.seqs_for_uids``) may read the session's rows instead."""
+
+_TABLE_SQL = (
+    "CREATE TABLE IF NOT EXISTS {table} ("
+    " id INTEGER PRIMARY KEY, session_id TEXT NOT NULL, seq INTEGER NOT NULL,"
+    " ord REAL NOT NULL, uid TEXT NOT NULL, role TEXT NOT NULL,{content}"
+    " parts TEXT, tool_calls TEXT, tool_call_id TEXT, tool_name TEXT, reasoning TEXT,"
+    " tokens_in INTEGER NOT NULL, tokens_out INTEGER NOT NULL, media TEXT,"
+    " finish_reason TEXT, at REAL NOT NULL, state TEXT NOT NULL,"
+    " imported INTEGER NOT NULL, version INTEGER NOT NULL, reasoning_content TEXT,"
+    " token_count INTEGER)"
+)
+
+
+def text_table_sql(table: str = VIEW) -> str:
+    """DDL of a messages table that keeps the text (PostgreSQL, scratch replays, floors)."""
+    return _TABLE_SQL.format(table=table, content=" content TEXT NOT NULL,")
+
+
+def view_sql() -> str:
+    """The ``messages`` view: ``message_rows`` plus ``content`` read from the storing event."""
+    text = (
+        f"(SELECT {TEXT_FUNCTION}(e.id, e.originator_id, e.originator_version, e.topic,"
+        f" e.state, r.id % {MESSAGE_ID_SHIFT})"
+        f" FROM events e WHERE e.id = r.id / {MESSAGE_ID_SHIFT}) AS content"
+    )
+    cols = ", ".join(text if c == "content" else f"r.{c} AS {c}" for c in COLUMNS)
+    return f"CREATE VIEW IF NOT EXISTS {VIEW} AS SELECT {cols} FROM {ROWS_TABLE} r"
 
 
 def message_row(
@@ -46,18 +94,35 @@ def message_row(
     )  # fmt: skip
 
 
+def _without_text(
+    change: Change, index: int, message: ev.Message, ord_: float, state: str, imported: int
+) -> tuple[object, ...]:
+    """The ``message_rows`` row for one stored message (``message_row`` without the text)."""
+    parts = None if isinstance(message.content, str) else _JSON.encode(message.content).decode()
+    calls = _JSON.encode(message.tool_calls).decode() if message.tool_calls else None
+    media = _JSON.encode(message.media).decode() if message.media else None
+    return (
+        message_row_id(change.position, index), change.stream, message.seq, ord_, message.uid,
+        message.role, parts, calls, message.tool_call_id,
+        message.tool_name, message.reasoning, message.tokens_in, message.tokens_out, media,
+        message.finish_reason, message.at, state, imported, change.version,
+        message.reasoning_content, message.token_count,
+    )  # fmt: skip
+
+
 class MessagesProjector:
     """Maintains ``messages``."""
 
     name = "messages"
 
-    def __init__(self, prefix: str = "") -> None:
+    def __init__(self, prefix: str = "", *, text_in_rows: bool = False) -> None:
         self.p = prefix
-        t = f"{prefix}messages"
+        self.text_in_rows = text_in_rows
+        t = f"{prefix}{VIEW if text_in_rows else ROWS_TABLE}"
         self.table = t
-        self._insert = (
-            f"INSERT INTO {t} ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
-        )
+        cols = COLUMNS if text_in_rows else ROW_COLUMNS
+        self._row = message_row if text_in_rows else _without_text
+        self._insert = f"INSERT INTO {t} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
         self._set_state = f"UPDATE {t} SET state = ? WHERE session_id = ? AND seq = ?"
         self._ord_of = f"SELECT ord FROM {t} WHERE session_id = ? AND seq = ?"
         self._next_ord = (
@@ -70,24 +135,19 @@ class MessagesProjector:
         return [self.table]
 
     def schema(self) -> list[str]:
-        """The messages table (indexes come separately, after bulk loads)."""
-        return [
-            f"CREATE TABLE IF NOT EXISTS {self.table} ("
-            " id INTEGER PRIMARY KEY, session_id TEXT NOT NULL, seq INTEGER NOT NULL,"
-            " ord REAL NOT NULL, uid TEXT NOT NULL, role TEXT NOT NULL, content TEXT NOT NULL,"
-            " parts TEXT, tool_calls TEXT, tool_call_id TEXT, tool_name TEXT, reasoning TEXT,"
-            " tokens_in INTEGER NOT NULL, tokens_out INTEGER NOT NULL, media TEXT,"
-            " finish_reason TEXT, at REAL NOT NULL, state TEXT NOT NULL,"
-            " imported INTEGER NOT NULL, version INTEGER NOT NULL, reasoning_content TEXT,"
-            " token_count INTEGER)"
-        ]
+        """The rows table, and the ``messages`` view over it (indexes come after bulk loads)."""
+        if self.text_in_rows:
+            return [text_table_sql(self.table)]
+        return [_TABLE_SQL.format(table=self.table, content=""), view_sql()]
 
     def indexes(self) -> list[str]:
-        """Lookup by (session, seq), by uid, and display order."""
+        """Lookup by (session, seq), by a client-supplied uid, and display order."""
+        t = VIEW if self.text_in_rows else ROWS_TABLE
         return [
-            "CREATE UNIQUE INDEX IF NOT EXISTS messages_seq ON messages (session_id, seq)",
-            "CREATE INDEX IF NOT EXISTS messages_uid ON messages (session_id, uid)",
-            "CREATE INDEX IF NOT EXISTS messages_ord ON messages (session_id, ord, seq)",
+            f"CREATE UNIQUE INDEX IF NOT EXISTS messages_seq ON {t} (session_id, seq)",
+            f"CREATE INDEX IF NOT EXISTS messages_uid ON {t} (session_id, uid)"
+            f" WHERE length(uid) <> {GENERATED_UID_LENGTH}",
+            f"CREATE INDEX IF NOT EXISTS messages_ord ON {t} (session_id, ord, seq)",
         ]
 
     def _ord(self, conn: apsw.Connection, session_id: str, seq: int) -> float:
@@ -100,19 +160,19 @@ class MessagesProjector:
         sid = change.stream
         if isinstance(e, ev.MessageAppended):
             m = e.message
-            conn.execute(self._insert, message_row(change, 0, m, float(m.seq), "active", 0))
+            conn.execute(self._insert, self._row(change, 0, m, float(m.seq), "active", 0))
         elif isinstance(e, ev.TurnAppended):
             conn.executemany(
                 self._insert,
                 [
-                    message_row(change, i, m, float(m.seq), "active", 0)
+                    self._row(change, i, m, float(m.seq), "active", 0)
                     for i, m in enumerate(e.messages)
                 ],
             )
         elif isinstance(e, ev.MessageEdited):
             ord_ = self._ord(conn, sid, e.target_seq)
             conn.execute(self._set_state, ("edited", sid, e.target_seq))
-            conn.execute(self._insert, message_row(change, 0, e.message, ord_, "active", 0))
+            conn.execute(self._insert, self._row(change, 0, e.message, ord_, "active", 0))
         elif isinstance(e, ev.RewoundTo):
             conn.executemany(self._set_state, [("rewound", sid, s) for s in e.removed])
         elif isinstance(e, ev.CompactedInPlace):
@@ -122,7 +182,7 @@ class MessagesProjector:
             conn.executemany(
                 self._insert,
                 [
-                    message_row(change, i, m, float(m.seq), st, imported)
+                    self._row(change, i, m, float(m.seq), st, imported)
                     for i, (m, st) in enumerate(zip(e.messages, e.states, strict=True))
                 ],
             )
@@ -137,10 +197,10 @@ class MessagesProjector:
             e = change.event
             if isinstance(e, ev.MessageAppended):
                 m = e.message
-                rows.append(message_row(change, 0, m, float(m.seq), "active", 0))
+                rows.append(self._row(change, 0, m, float(m.seq), "active", 0))
             elif isinstance(e, ev.TurnAppended):
                 rows += [
-                    message_row(change, i, m, float(m.seq), "active", 0)
+                    self._row(change, i, m, float(m.seq), "active", 0)
                     for i, m in enumerate(e.messages)
                 ]
             elif isinstance(e, _MESSAGE_CHANGES):
@@ -161,7 +221,7 @@ class MessagesProjector:
         conn.executemany(
             self._insert,
             [
-                message_row(change, i, m, lo + (hi - lo) * (i + 1) / (k + 1), "active", 0)
+                self._row(change, i, m, lo + (hi - lo) * (i + 1) / (k + 1), "active", 0)
                 for i, m in enumerate(e.summary)
             ],
         )

@@ -12,7 +12,7 @@ import msgspec
 
 from hermes_es.aggregates.state import SessionState, apply
 from hermes_es.events import SessionDeleted
-from hermes_es.projections.base import Change
+from hermes_es.projections.base import Change, ReplayRaced
 from hermes_es.projections.catalog import (
     TRACKING_NAME,
     ProjectionSet,
@@ -24,6 +24,7 @@ from hermes_es.projections.fts import register_tokenizer
 from hermes_es.projections.leftovers import REBUILD_PREFIX, rebuild_lock
 from hermes_es.store.db import BUSY_TIMEOUT_MS, file_uri, read_transaction, write_transaction
 from hermes_es.store.decoding import decode_row
+from hermes_es.store.message_text import register_message_text
 from hermes_es.store.schema import EVENTS_SCHEMA
 from hermes_es.store.scrub import truncate_wal
 
@@ -31,6 +32,8 @@ Progress = Callable[[int, int], None]
 """Called with (events replayed, events in the log)."""
 
 BATCH = 5000
+RACE_ATTEMPTS = 5
+"""Replays started over when sessions are deleted under them (``ReplayRaced``) before giving up."""
 NON_SESSION_PREFIXES = ("prompt:", "receipt:", "gateway:")
 
 
@@ -165,6 +168,17 @@ def drop_generation(conn: apsw.Connection, pset: ProjectionSet) -> None:
 
 
 def _rebuild(conn: apsw.Connection, fresh: ProjectionSet, progress: Progress | None) -> int:
+    for attempt in range(1, RACE_ATTEMPTS + 1):
+        try:
+            return _rebuild_once(conn, fresh, progress)
+        except ReplayRaced:
+            if attempt == RACE_ATTEMPTS:
+                raise
+            drop_generation(conn, fresh)  # start over from the log as it is now
+    raise AssertionError("unreachable")
+
+
+def _rebuild_once(conn: apsw.Connection, fresh: ProjectionSet, progress: Progress | None) -> int:
     live = ProjectionSet()
     with conn:
         _drop(conn, fresh.tables())
@@ -181,9 +195,11 @@ def _rebuild(conn: apsw.Connection, fresh: ProjectionSet, progress: Progress | N
             replayer.feed(conn, changes)
         # The old generation's pages are zeroed as they are freed (secure_delete is on for
         # every connection): they hold copies of text a later delete must not leave behind.
+        live.drop_views(conn)
         _drop(conn, live.tables())
         for old, new in zip(fresh.tables(), live.tables(), strict=True):
             conn.execute(f"ALTER TABLE {old} RENAME TO {new}")
+        live.create_views(conn)
         live.create_indexes(conn)
         set_position(conn, replayer.position or get_position(conn))
     return replayer.count
@@ -203,7 +219,9 @@ def _checksum(conn: apsw.Connection, schema: str, table: str) -> tuple[int, str]
     digest = hashlib.sha256()
     count = 0
     order = (
-        "rowid" if table in ("messages", "deletions", "sessions", "messages_fts_docsize") else "1"
+        "rowid"
+        if table in ("message_rows", "deletions", "sessions", "messages_fts_docsize")
+        else "1"
     )
     for row in conn.execute(
         f"SELECT {', '.join(cols)} FROM {schema}.{table} ORDER BY {order}, {', '.join(cols)}"
@@ -229,6 +247,7 @@ def _scratch(db_path: Path) -> apsw.Connection:
     conn = apsw.Connection("", flags=flags)
     conn.setbusytimeout(BUSY_TIMEOUT_MS)
     register_tokenizer(conn)
+    register_message_text(conn)
     for statement in EVENTS_SCHEMA:
         conn.execute(statement)
     ProjectionSet().create(conn)
@@ -251,6 +270,16 @@ def verify(db_path: Path | str, progress: Progress | None = None) -> list[TableD
     log position and the projections compared are those of one consistent snapshot.
     """
     db_path = Path(db_path)
+    for attempt in range(1, RACE_ATTEMPTS + 1):
+        try:
+            return _verify_once(db_path, progress)
+        except ReplayRaced:
+            if attempt == RACE_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _verify_once(db_path: Path, progress: Progress | None) -> list[TableDiff]:
     conn = _scratch(db_path)
     try:
         replayer = Replayer(ProjectionSet(bulk=True))

@@ -9,7 +9,7 @@ import apsw
 from hermes_es import events as ev
 from hermes_es.aggregates.state import SessionState
 from hermes_es.aggregates.validation import content_text
-from hermes_es.projections.base import Change, message_row_id
+from hermes_es.projections.base import Change, ReplayRaced, message_row_id
 from hermes_es.projections.fts import create_fts_sql
 
 
@@ -37,10 +37,6 @@ class SearchProjector:
         self.table = f"{prefix}messages_fts"
         self._insert = f"INSERT INTO {self.table} (rowid, content) VALUES (?, ?)"
         self._bulk = bulk
-        self._insert_range = (
-            f"INSERT INTO {self.table} (rowid, content)"
-            f" SELECT id, content FROM {prefix}messages WHERE id BETWEEN ? AND ?"
-        )
 
     def tables(self) -> list[str]:
         """Table names (the FTS5 virtual table)."""
@@ -72,22 +68,7 @@ class SearchProjector:
             )
 
     def apply_batch(self, conn: apsw.Connection, changes: Sequence[Change]) -> None:
-        """Index the messages of many events with one ``executemany`` (rows are only added).
-
-        In bulk mode (replays, whose message rows are only ever added) the batch's rows are
-        indexed straight from the messages table, which the messages projector has already
-        filled for this batch: one ``INSERT … SELECT`` over the batch's row id range.
-        """
-        if self._bulk:
-            if changes:
-                conn.execute(
-                    self._insert_range,
-                    (
-                        message_row_id(changes[0].position, 0),
-                        message_row_id(changes[-1].position + 1, 0) - 1,
-                    ),
-                )
-            return
+        """Index the messages of many events with one ``executemany`` (rows are only added)."""
         rows = [
             (message_row_id(change.position, i), content_text(m.content))
             for change in changes
@@ -100,7 +81,19 @@ class SearchProjector:
         """Nothing per session."""
 
     def forget(self, conn: apsw.Connection, session_id: str) -> None:
-        """Remove the session's index entries (run before its message rows go)."""
+        """Remove the session's index entries (run before its message rows and events go).
+
+        The text each entry was made from is read back from the session's events, still in
+        the log at this point of a delete. A replay (``bulk``) meets a delete only after the
+        events are gone: if it indexed any of that session's rows, it raises ``ReplayRaced``.
+        """
+        if self._bulk:
+            rows = conn.execute(
+                f"SELECT 1 FROM {self.p}message_rows WHERE session_id = ? LIMIT 1", (session_id,)
+            ).fetchall()
+            if rows:
+                raise ReplayRaced(session_id)
+            return
         conn.execute(
             f"INSERT INTO {self.table} ({self.table}, rowid, content)"
             f" SELECT 'delete', id, content FROM {self.p}messages WHERE session_id = ?",

@@ -7,9 +7,12 @@ term's count (``_Frequencies``, an auxiliary function), and the same bm25 formul
 b 0.75) is applied here. A term's match count is exact when it is below the window (then the
 scores equal ``bm25()`` to the bit); above it, it is estimated from how many rows the window's
 newest ``window`` matches span (``messages_fts_docsize``), which only moves the idf a little
-and, for a one-term query, never changes the order. A one-character prefix ``t*`` (no prefix
-index) is matched as ``"t" OR "t0"* OR … OR "tz"*`` through the two-character prefix index,
-counted as one term, so it too reads only the newest rows.
+and, for a one-term query, never changes the order. A two-character prefix ``co*`` (the
+index keeps three-character prefixes only, ``PREFIX_INDEX``) is matched as ``"co" OR "co0"* OR
+… OR "coz"*`` through the three-character prefix index, counted as one term, so it too reads
+only the newest rows. A one-character prefix ``t*`` is left to FTS5, which merges the doclist
+of every indexed word starting with ``t``: it costs time in proportion to the store
+(docs/schema.md, ``messages_fts``).
 """
 
 from __future__ import annotations
@@ -20,10 +23,13 @@ from typing import cast
 import apsw
 import msgspec
 
+from hermes_es.projections.fts import PREFIX_INDEX
 from hermes_es.queries.fts_query import parse_terms
 
 _PREFIX_EXPANSION = "0123456789abcdefghijklmnopqrstuvwxyz"
-"""Second characters of the indexed two-character prefixes a one-character prefix becomes."""
+"""Third characters of the indexed three-character prefixes a two-character prefix becomes."""
+_EXPANDED_LENGTH = min(int(n) for n in PREFIX_INDEX.split()) - 1
+"""Length of a prefix that is expanded into indexed prefixes one character longer."""
 COUNT_CAP = 20_000
 """Up to how many matches a one-word term is counted exactly for its idf."""
 SPAN_CAP = 100_000
@@ -46,8 +52,9 @@ class _Term(msgspec.Struct, frozen=True):
         return "(" + " OR ".join(self.phrases) + ")"
 
 
-def _non_ascii_terms(conn: apsw.Connection, first: str) -> list[str] | None:
-    """Indexed words that start with ``first`` and a non-ASCII character (None: can't tell)."""
+def _non_ascii_terms(conn: apsw.Connection, stem: str) -> list[str] | None:
+    """Prefixes one character longer than ``stem`` of the indexed words that continue it with
+    a non-ASCII character (None: can't tell)."""
     try:
         conn.execute(
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.messages_fts_vocab"
@@ -57,17 +64,17 @@ def _non_ascii_terms(conn: apsw.Connection, first: str) -> list[str] | None:
         return None
     rows = conn.execute(
         "SELECT term FROM temp.messages_fts_vocab WHERE term >= ? AND term < ?",
-        (first + "\u0080", chr(ord(first) + 1)),
+        (stem + "\u0080", stem[:-1] + chr(ord(stem[-1]) + 1)),
     )
-    return sorted({str(r[0])[:2] for r in rows})
+    return sorted({str(r[0])[: len(stem) + 1] for r in rows})
 
 
 def _plan_terms(conn: apsw.Connection, query: str) -> list[_Term]:
-    """The query's terms; a one-letter prefix becomes the word plus its indexed 2-prefixes.
+    """The query's terms; a two-letter prefix becomes the word plus its indexed 3-prefixes.
 
-    FTS5 answers ``t*`` by merging the doclist of every word starting with ``t`` (there is no
-    one-character prefix index), which ignores LIMIT and rowid bounds. ``"t" OR "ta"* OR …``
-    matches the same rows through the two-character prefix index, newest first.
+    FTS5 answers ``co*`` by merging the doclist of every word starting with ``co`` (there is
+    no two-character prefix index), which ignores LIMIT and rowid bounds. ``"co" OR "coa"* OR
+    …`` matches the same rows through the three-character prefix index, newest first.
     """
     tokenizer = conn.fts5_tokenizer("hermes", [])
     out: list[_Term] = []
@@ -75,11 +82,12 @@ def _plan_terms(conn: apsw.Connection, query: str) -> list[_Term]:
         tokens = [str(t[2]) for t in tokenizer(term.text.encode(), apsw.FTS5_TOKENIZE_QUERY, None)]
         first = tokens[0] if len(tokens) == 1 else ""
         others = None
-        if term.prefix and len(first) == 1 and first in _PREFIX_EXPANSION:
+        expandable = len(first) == _EXPANDED_LENGTH and all(c in _PREFIX_EXPANSION for c in first)
+        if term.prefix and expandable:
             others = _non_ascii_terms(conn, first)
         if others is not None:
-            seconds = [first + c for c in _PREFIX_EXPANSION] + others
-            out.append(_Term([f'"{first}"'] + [f'"{p}"*' for p in seconds], True))
+            longer = [first + c for c in _PREFIX_EXPANSION] + others
+            out.append(_Term([f'"{first}"'] + [f'"{p}"*' for p in longer], True))
         else:
             out.append(_Term([term.to_fts()], len(tokens) == 1))
     return out

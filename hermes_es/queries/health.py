@@ -108,6 +108,8 @@ def fts_problem(conn: apsw.Connection, table: str = "messages_fts") -> str | Non
         conn.execute(f"INSERT INTO {table}({table}, rank) VALUES('integrity-check', 1)")
     except apsw.Error as exc:
         return f"{type(exc).__name__}: {exc}"
+    except CorruptEventError as exc:  # the text it compares is read from the log
+        return str(exc)
     return None
 
 

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import apsw
 
+from hermes_es.projections.messages import GENERATED_UID_LENGTH
+
 if TYPE_CHECKING:
     from hermes_es.events import SessionStarted
 
@@ -70,13 +72,24 @@ def like_escape(text: str) -> str:
 
 
 def seqs_for_uids(conn: apsw.Connection, session_id: str, uids: Sequence[str]) -> dict[str, int]:
-    """Sequence numbers of already-stored messages with these uids."""
-    marks = ",".join("?" * len(uids))
-    rows = conn.execute(
-        f"SELECT uid, seq FROM messages WHERE session_id = ? AND uid IN ({marks})",
-        (session_id, *uids),
-    ).fetchall()
-    return {str(u): int(s) for u, s in rows}
+    """Sequence numbers of already-stored messages with these uids.
+
+    The ``messages_uid`` index holds only uids whose length is not that of a generated one
+    (``GENERATED_UID_LENGTH``); a uid of that length is looked for among the session's rows.
+    """
+    found: dict[str, int] = {}
+    indexed = [u for u in uids if len(u) != GENERATED_UID_LENGTH]
+    others = [u for u in uids if len(u) == GENERATED_UID_LENGTH]
+    for group, extra in ((indexed, f" AND length(uid) <> {GENERATED_UID_LENGTH}"), (others, "")):
+        if not group:
+            continue
+        marks = ",".join("?" * len(group))
+        rows = conn.execute(
+            f"SELECT uid, seq FROM messages WHERE session_id = ? AND uid IN ({marks}){extra}",
+            (session_id, *group),
+        ).fetchall()
+        found.update({str(u): int(s) for u, s in rows})
+    return found
 
 
 def active_user_seqs(conn: apsw.Connection, session_id: str) -> list[int]:

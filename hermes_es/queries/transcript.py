@@ -110,7 +110,7 @@ def messages_as_of(
     ).fetchall()
     scratch = apsw.Connection("")
     try:
-        projector = MessagesProjector()
+        projector = MessagesProjector(text_in_rows=True)  # the log is not beside it
         with scratch:
             for statement in projector.schema():
                 scratch.execute(statement)

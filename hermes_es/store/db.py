@@ -10,6 +10,8 @@ from pathlib import Path
 
 import apsw
 
+from hermes_es.store.message_text import register_message_text
+
 BUSY_TIMEOUT_MS = 30_000
 """How long a writer waits for another writer before giving up (milliseconds)."""
 
@@ -62,6 +64,7 @@ def open_db(
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute("PRAGMA temp_store=MEMORY")
     conn.transaction_mode = "IMMEDIATE"
+    register_message_text(conn)
     for hook in hooks:
         hook(conn)
     return conn
@@ -139,6 +142,7 @@ def open_reader(path: Path | str, *, hooks: Iterable[ConnectionHook] = ()) -> ap
         flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
         conn = _open_read_only(file_uri(path, immutable=True), flags)
     conn.execute("PRAGMA temp_store=MEMORY")
+    register_message_text(conn)
     for hook in hooks:
         hook(conn)
     return conn

@@ -37,7 +37,8 @@ def test_append_assigns_seq_uid_and_time() -> None:
     [event] = agg.append(state, [draft(uid="")], at=9.0, actor="me")
     assert isinstance(event, ev.MessageAppended)
     assert (event.message.seq, event.message.at, event.actor) == (1, 9.0, "me")
-    assert len(event.message.uid) == 32
+    assert len(event.message.uid) == agg.UID_LENGTH == 16
+    assert event.message.uid.isalnum() and event.message.uid.islower()
 
 
 def test_append_keeps_client_uid_and_time() -> None:

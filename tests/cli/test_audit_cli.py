@@ -193,19 +193,22 @@ def test_verify_reports_corruption_then_rebuild_repairs(store: Path) -> None:
     """A hand-edited projection row makes verify exit 1 per table; rebuild fixes it."""
     conn = connect(store / "state.db")
     conn.execute("UPDATE sessions SET title = 'forged' WHERE id = ?", (OTHER,))
-    conn.execute("DELETE FROM messages WHERE session_id = ? AND seq = 2", (SID,))
+    conn.execute("DELETE FROM message_rows WHERE session_id = ? AND seq = 2", (SID,))
     conn.close()
     result = run(store, "sessions", "verify")
     assert result.exit_code == 1
     lines = result.stdout.splitlines()
     assert any(line.startswith("DIFF") and " sessions " in line for line in lines)
-    messages = next(line for line in lines if line.split()[1] == "messages")
+    messages = next(line for line in lines if line.split()[1] == "message_rows")
     assert messages.startswith("DIFF") and "live=5" in messages and "rebuilt=6" in messages
     assert any(line.startswith("ok") and " lineage " in line for line in lines)
     assert lines[-1] == "2 table(s) differ from the log"
     data = json.loads(run(store, "sessions", "verify", "--json").stdout)
     assert data["ok"] is False
-    assert sorted(t["table"] for t in data["tables"] if not t["equal"]) == ["messages", "sessions"]
+    assert sorted(t["table"] for t in data["tables"] if not t["equal"]) == [
+        "message_rows",
+        "sessions",
+    ]
 
     rebuilt = run(store, "sessions", "rebuild-projections", "--quiet")
     assert rebuilt.exit_code == 0, rebuilt.output

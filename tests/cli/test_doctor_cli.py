@@ -108,11 +108,14 @@ def test_diverged_projection_fails_full_check(tmp_path: Path) -> None:
 
 
 def test_search_index_out_of_step_is_an_error(tmp_path: Path) -> None:
-    """Message text changed without the FTS index fails the FTS integrity-check."""
+    """A message whose index entries are gone (its row stays) fails the FTS integrity-check."""
     make_store(tmp_path)
     conn = connect(tmp_path / "state.db")
     with conn:
-        conn.execute("UPDATE messages SET content = 'completely different words'")
+        conn.execute(
+            "INSERT INTO messages_fts(messages_fts, rowid, content)"
+            " SELECT 'delete', id, content FROM messages ORDER BY id LIMIT 1"
+        )
     conn.close()
     result = run(tmp_path, "doctor", "--json")
     assert result.exit_code == 1

@@ -254,6 +254,6 @@ def test_message_size_limit_from_config_in_the_cli(tmp_path: Path) -> None:
     assert "200 bytes; the limit is 100 bytes" in err and "sessions.max_message_bytes" in err
     conn = apsw.Connection(str(tmp_path / "state.db"))
     try:
-        assert conn.execute("SELECT COUNT(*) FROM messages").fetchall()[0][0] == 0
+        assert conn.execute("SELECT COUNT(*) FROM message_rows").fetchall()[0][0] == 0
     finally:
         conn.close()

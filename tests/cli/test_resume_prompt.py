@@ -16,6 +16,8 @@ import apsw
 import pexpect
 import pytest
 
+from hermes_es.store.message_text import register_message_text
+
 ENTRY = "from hermes_es.cli import main; main()"
 PROMPT = "hermes> "
 RESUMED = "hermes.session.resumed"
@@ -105,6 +107,7 @@ def history(home: Path, sid: str) -> list[str]:
 def user_messages(home: Path, sid: str) -> list[str]:
     """The session's user message texts, read from the store."""
     conn = apsw.Connection(str(home / "state.db"), flags=apsw.SQLITE_OPEN_READONLY)
+    register_message_text(conn)
     try:
         rows = conn.execute(
             "SELECT content FROM messages WHERE session_id=? AND role='user' ORDER BY seq", (sid,)

@@ -80,7 +80,9 @@ def check(home: Path, plan: list[tuple[str, str]], count: int, *, turns: bool = 
     assert [d.table for d in verify(db) if not d.equal] == []
     conn = apsw.Connection(str(db))
     try:
-        rows = conn.execute("SELECT session_id, seq, uid FROM messages ORDER BY session_id, seq")
+        rows = conn.execute(
+            "SELECT session_id, seq, uid FROM message_rows ORDER BY session_id, seq"
+        )
         by_session: dict[str, list[tuple[int, str]]] = {}
         for sid, seq, uid in rows:
             by_session.setdefault(str(sid), []).append((int(seq), str(uid)))

@@ -84,14 +84,15 @@ def check_store(home: Path, sid: str, acked: dict[str, int]) -> None:
         stored = {
             str(uid): int(seq)
             for uid, seq in conn.execute(
-                "SELECT uid, seq FROM messages WHERE session_id = ?", (sid,)
+                "SELECT uid, seq FROM message_rows WHERE session_id = ?", (sid,)
             ).fetchall()
         }
         seqs = sorted(
-            int(r[0]) for r in conn.execute("SELECT seq FROM messages WHERE session_id = ?", (sid,))
+            int(r[0])
+            for r in conn.execute("SELECT seq FROM message_rows WHERE session_id = ?", (sid,))
         )
         dupes = conn.execute(
-            "SELECT uid FROM messages GROUP BY session_id, uid HAVING COUNT(*) > 1"
+            "SELECT uid FROM message_rows GROUP BY session_id, uid HAVING COUNT(*) > 1"
         ).fetchall()
     finally:
         conn.close()

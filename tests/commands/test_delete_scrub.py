@@ -16,7 +16,7 @@ READER = """
 import sys, apsw
 conn = apsw.Connection(sys.argv[1])
 conn.execute("BEGIN")
-conn.execute("SELECT COUNT(*) FROM messages").fetchall()
+conn.execute("SELECT COUNT(*) FROM message_rows").fetchall()
 print("reading", flush=True)
 sys.stdin.readline()
 """

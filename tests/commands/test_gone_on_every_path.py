@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import apsw
@@ -17,6 +18,8 @@ import pytest
 from hermes_es.commands.delete import delete_many, delete_session
 from hermes_es.commands.engine import SessionEngine
 from hermes_es.projections.rebuild import rebuild
+from hermes_es.store import codec
+from hermes_es.store.db import checkpoint
 from hermes_es.store.scrub import pending_path
 
 ENTRY = "from hermes_es.cli import main; main()"
@@ -36,22 +39,47 @@ READER = """
 import sys, apsw
 conn = apsw.Connection(sys.argv[1])
 conn.execute("BEGIN")
-conn.execute("SELECT COUNT(*) FROM messages").fetchall()
+conn.execute("SELECT COUNT(*) FROM message_rows").fetchall()
 print("reading", flush=True)
 sys.stdin.readline()
 """
 
 
-def traces(folder: Path, markers: tuple[bytes, ...] = MARKERS) -> dict[str, list[str]]:
-    """Which store files (state.db, -wal, -shm, anything beside them) still hold a marker."""
+def traces(
+    folder: Path, markers: tuple[bytes, ...] = MARKERS, frames: Sequence[bytes] = ()
+) -> dict[str, list[str]]:
+    """Which store files (state.db, -wal, -shm, anything beside them) still hold a marker, or
+    a piece of one of ``frames`` (stored event payloads: the text is only there, compressed)."""
     out: dict[str, list[str]] = {}
     for path in sorted(folder.rglob("*")):
         if path.is_file():
             data = path.read_bytes()
             found = [m.decode() for m in markers if m in data]
+            found += [f"frame {i}" for i, f in enumerate(frames) if f in data]
             if found:
                 out[str(path.relative_to(folder))] = found
     return out
+
+
+def stored_frames(engine: SessionEngine, *session_ids: str) -> list[bytes]:
+    """A 24-byte piece from the middle of every compressed event payload of the sessions,
+    checked to be on disk now (so a scan for them after a delete can fail)."""
+    conn = engine.store.connection()
+    marks = ",".join("?" * len(session_ids))
+    rows = conn.execute(
+        f"SELECT state FROM events WHERE originator_id IN ({marks})", session_ids
+    ).fetchall()
+    pieces = []
+    for (state,) in rows:
+        frame = bytes(state)
+        if codec.is_packed(frame) and len(frame) >= 40:
+            middle = len(frame) // 2
+            pieces.append(frame[middle - 12 : middle + 12])
+    assert pieces, "no compressed payloads: the frame scan would prove nothing"
+    checkpoint(conn, truncate=False)
+    on_disk = b"".join(p.read_bytes() for p in engine.db_path.parent.glob("state.db*"))
+    assert all(p in on_disk for p in pieces)
+    return pieces
 
 
 def doomed_session(engine: SessionEngine, tag: str = "") -> str:
@@ -86,8 +114,9 @@ def test_delete_after_rebuild_leaves_no_copy(tmp_path: Path) -> None:
         bystanders(engine)
         rebuild(engine.db_path)
         rebuild(engine.db_path)
+        frames = stored_frames(engine, sid)
         delete_session(engine.store, sid)
-    assert traces(tmp_path) == {}
+    assert traces(tmp_path, frames=frames) == {}
 
 
 def _stalled(tmp_path: Path, what: str, env: dict[str, str]) -> subprocess.Popen[str]:
@@ -130,8 +159,9 @@ def test_killed_rebuild_is_cleaned_and_scrubbed_on_next_open(tmp_path: Path) -> 
             conn.execute("SELECT name FROM sqlite_schema WHERE name LIKE 'rebuild%'").fetchall()
             == []
         )
+        frames = stored_frames(engine, sid)
         delete_session(engine.store, sid)
-    assert traces(tmp_path) == {}
+    assert traces(tmp_path, frames=frames) == {}
 
 
 def test_killed_verify_leaves_no_scratch_copy(tmp_path: Path) -> None:
@@ -196,6 +226,7 @@ def _large_delete(tmp_path: Path, sessions: int) -> None:
                 )
             if mine:
                 doomed.append(sid)
+        frames = stored_frames(engine, *doomed)
         delete_many(engine.store, doomed, reason="delete")
         conn = engine.store.connection()
         conn.execute("CREATE VIRTUAL TABLE temp.v USING fts5vocab(main, messages_fts, row)")
@@ -203,11 +234,11 @@ def _large_delete(tmp_path: Path, sessions: int) -> None:
         kept = {int(t[0].removeprefix("zqdoomterm")) for t in terms}
         assert kept and all(n % 2 == 1 for n in kept)
         conn.execute("DROP TABLE temp.v")
-    assert traces(tmp_path) == {}
+    assert traces(tmp_path, frames=frames) == {}
     from hermes_es.commands.optimize import optimize_store
 
     optimize_store(tmp_path / "state.db")
-    assert traces(tmp_path) == {}
+    assert traces(tmp_path, frames=frames) == {}
 
 
 def test_large_delete_leaves_no_body_in_any_page(tmp_path: Path) -> None:

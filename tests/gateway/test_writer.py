@@ -24,7 +24,7 @@ def gce(tmp_path: Path) -> Iterator[GroupCommitEngine]:
 def _count(path: Path, sid: str) -> int:
     conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
     try:
-        rows = conn.execute("SELECT COUNT(*) FROM messages WHERE session_id = ?", (sid,))
+        rows = conn.execute("SELECT COUNT(*) FROM message_rows WHERE session_id = ?", (sid,))
         return int(rows.fetchall()[0][0])
     finally:
         conn.close()

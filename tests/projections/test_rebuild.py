@@ -11,6 +11,7 @@ from hermes_es.commands.delete import delete_session
 from hermes_es.commands.engine import SessionEngine
 from hermes_es.projections.catalog import connect
 from hermes_es.projections.rebuild import TableDiff, rebuild, verify
+from hermes_es.store.message_text import register_message_text
 
 pytestmark = pytest.mark.sqlite_only  # rebuild/verify of state.db itself (tests/postgres: PG's)
 
@@ -44,6 +45,7 @@ def populate(engine: SessionEngine) -> list[str]:
 def snapshot(db: Path) -> dict[str, list[tuple[object, ...]]]:
     """Every row of every projection table (plus index names), in a stable order."""
     conn = apsw.Connection(str(db))
+    register_message_text(conn)  # the messages view reads text from the log through it
     try:
         out = {
             t: sorted((tuple(r) for r in conn.execute(f"SELECT * FROM {t}")), key=repr)
@@ -83,7 +85,7 @@ def test_verify_on_fresh_and_empty_stores(engine: SessionEngine) -> None:
     diffs = verify(engine.db_path)
     assert bad(diffs) == {}
     tables = {d.table for d in diffs}
-    assert {"sessions", "messages", "messages_fts", "lineage", "tracking"} <= tables
+    assert {"sessions", "message_rows", "messages_fts", "lineage", "tracking"} <= tables
 
 
 def test_rebuild_reproduces_the_live_tables(engine: SessionEngine) -> None:
@@ -118,8 +120,8 @@ def test_engine_keeps_working_across_a_rebuild(engine: SessionEngine) -> None:
         (["UPDATE sessions SET pinned = 1 - pinned"], "sessions"),
         (["UPDATE sessions SET title = 'renamed' WHERE title = 'rebuild me'"], "sessions"),
         (["UPDATE sessions SET head = X'00'"], "sessions"),
-        (["UPDATE messages SET state = 'active' WHERE state = 'rewound'"], "messages"),
-        (["UPDATE messages SET content = 'tampered' WHERE seq = 0"], "messages"),
+        (["UPDATE message_rows SET state = 'active' WHERE state = 'rewound'"], "message_rows"),
+        (["UPDATE message_rows SET uid = 'tampered' WHERE seq = 0"], "message_rows"),
         (["DELETE FROM lineage"], "lineage"),
         (["DELETE FROM prompts"], "prompts"),
         (["DELETE FROM deletions"], "deletions"),
@@ -148,11 +150,13 @@ def test_verify_names_the_drifted_table(
 
 
 def test_verify_counts_rows(engine: SessionEngine) -> None:
-    """A deleted messages row shows as one live row fewer than rebuilt."""
+    """A deleted message row shows as one live row fewer than rebuilt."""
     populate(engine)
     total = engine.store.connection().execute("SELECT COUNT(*) FROM messages").fetchall()[0][0]
-    corrupt(engine.db_path, "DELETE FROM messages WHERE id = (SELECT MAX(id) FROM messages)")
-    assert bad(verify(engine.db_path))["messages"] == (total - 1, total)
+    corrupt(
+        engine.db_path, "DELETE FROM message_rows WHERE id = (SELECT MAX(id) FROM message_rows)"
+    )
+    assert bad(verify(engine.db_path))["message_rows"] == (total - 1, total)
 
 
 def test_rebuild_restores_search(engine: SessionEngine) -> None:
@@ -199,7 +203,7 @@ def test_older_projection_layout_is_replayed_from_the_log(tmp_path: Path) -> Non
         engine.append_message(sid, "user", "kept across the migration")
     db = tmp_path / "state.db"
     conn = connect(db)
-    conn.execute("DELETE FROM sessions; DELETE FROM messages")
+    conn.execute("DELETE FROM sessions; DELETE FROM message_rows")
     conn.execute("CREATE TABLE session_heads (id TEXT PRIMARY KEY, version INT, state BLOB)")
     conn.execute("PRAGMA user_version = 1")  # layout 1: heads apart, older tables
     conn.close()
@@ -215,9 +219,10 @@ def test_older_projection_layout_is_replayed_from_the_log(tmp_path: Path) -> Non
 
 
 def test_an_index_only_layout_upgrade_adds_the_index_without_a_replay(tmp_path: Path) -> None:
-    """Layout 5 differs from 6 by one index: opening creates it and replays nothing."""
+    """Layout 5 differs from 6 by one index: the upgrade step creates it and replays nothing
+    (a layout-5 store then replays for layout 8, which moved message text out of the rows)."""
     from hermes_es.commands.engine import SessionEngine
-    from hermes_es.projections.catalog import SCHEMA_VERSION, connect
+    from hermes_es.projections.catalog import SCHEMA_VERSION, UPGRADES, connect
 
     with SessionEngine.open(tmp_path) as engine:
         sid = engine.start_session("cli", cwd=str(tmp_path))
@@ -226,13 +231,19 @@ def test_an_index_only_layout_upgrade_adds_the_index_without_a_replay(tmp_path: 
     conn = connect(db)
     conn.execute("DROP INDEX sessions_last_active")
     conn.execute("UPDATE sessions SET preview = 'marker of no replay'")
+    with conn:
+        UPGRADES[5](conn)
+    assert conn.execute("SELECT preview FROM sessions").fetchall() == [("marker of no replay",)]
+    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")]
+    assert "sessions_last_active" in names
+    conn.execute("DROP INDEX sessions_last_active")
     conn.execute("PRAGMA user_version = 5")
     conn.close()
     conn = connect(db)
     assert conn.execute("PRAGMA user_version").fetchall()[0][0] == SCHEMA_VERSION
-    assert conn.execute("SELECT preview FROM sessions").fetchall() == [("marker of no replay",)]
     names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")]
     assert "sessions_last_active" in names
+    assert conn.execute("SELECT content FROM messages").fetchall() == [("one",)]
     conn.close()
 
 

@@ -109,7 +109,8 @@ def words(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionEngine]:
     eng = SessionEngine.open(tmp_path_factory.mktemp("words") / "state.db")
     for i in range(40):
         s = eng.start_session("cli", cwd="/tmp/w")
-        text = ["tea time", "t", "tø cake", "toast and tea", "the t3 stack", "nothing here"][i % 6]
+        texts = ["tea teåm time", "t", "tø cake", "toast and tea", "the t3 stack", "nothing here"]
+        text = texts[i % 6]
         eng.append_message(s, "user", f"{text} plus word{i % 7} " + "pad " * (i % 5))
     yield eng
     eng.close()
@@ -120,7 +121,8 @@ def _ranked(hits: list[SearchHit]) -> list[tuple[int, float]]:
 
 
 def test_one_letter_prefix_equals_plain_bm25(words: SessionEngine) -> None:
-    """``t*`` (two-character prefixes plus the word ``t``) finds and scores rows as bm25 does."""
+    """``t*`` (merged by FTS5: no one-character prefix index) finds and scores rows as bm25
+    does."""
     conn = words.store.connection()
     full = search_messages(conn, "t*", limit=100, plan="full")
     assert len(full) == 34  # every message but the six "nothing here" ones
@@ -129,6 +131,19 @@ def test_one_letter_prefix_equals_plain_bm25(words: SessionEngine) -> None:
     assert _ranked(search_messages(conn, "word3 t*", limit=100)) == _ranked(
         search_messages(conn, "word3 t*", limit=100, plan="full")
     )
+
+
+def test_two_letter_prefix_equals_plain_bm25(words: SessionEngine) -> None:
+    """``te*`` (the word ``te`` plus the indexed three-character prefixes, non-ASCII ones
+    included) finds and scores rows as bm25 does."""
+    conn = words.store.connection()
+    for query in ("te*", "th*", "to*", "word3 te*"):
+        full = search_messages(conn, query, limit=100, plan="full")
+        assert full, query
+        assert _ranked(search_messages(conn, query, limit=100)) == _ranked(full), query
+    hits = search_messages(conn, "te*", limit=100)
+    assert any("\x02teåm\x03" in h.snippet for h in hits)
+    assert len(hits) == 14  # the "tea teåm time" and "toast and tea" rows
 
 
 def test_estimated_idf_keeps_order_of_one_term(words: SessionEngine) -> None:
@@ -153,7 +168,7 @@ def test_estimated_counts_keep_hits_and_one_term_order(
     monkeypatch.setattr(bm25, "COUNT_CAP", 3)
     monkeypatch.setattr(bm25, "SPAN_CAP", 5)
     conn = words.store.connection()
-    for query in ("plus", "tea", "word3 pad", '"plus word1"', "te*", "t*"):
+    for query in ("plus", "tea", "word3 pad", '"plus word1"', "te*", "to*", "t*"):
         full = search_messages(conn, query, limit=200, plan="full")
         approx = search_messages(conn, query, limit=200, window=4)
         assert sorted(h.message_id for h in approx) == sorted(h.message_id for h in full), query

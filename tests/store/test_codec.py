@@ -113,12 +113,16 @@ def test_deleting_a_session_leaves_none_of_its_compressed_payloads_on_disk(
     assert marker.encode() not in on_disk
 
 
-def test_a_store_written_by_the_release_before_opens_and_upgrades(tmp_path: Path) -> None:
-    """The layout-3 fixture (plain payloads) opens with every event, transcript and as-of."""
+@pytest.mark.parametrize("layout", ["layout3", "layout7"])
+def test_a_store_written_by_an_older_release_opens_and_upgrades(
+    tmp_path: Path, layout: str
+) -> None:
+    """The layout-3 fixture (plain payloads) and the layout-7 one (text kept in a messages
+    table) open with every event, transcript and as-of, replayed into the current layout."""
     home = tmp_path / "home"
     home.mkdir()
-    shutil.copy(FIXTURES / "layout3-state.db", home / "state.db")
-    expected = json.loads((FIXTURES / "layout3-expected.json").read_text(encoding="utf-8"))
+    shutil.copy(FIXTURES / f"{layout}-state.db", home / "state.db")
+    expected = json.loads((FIXTURES / f"{layout}-expected.json").read_text(encoding="utf-8"))
     with SessionEngine.open(home) as engine:
         conn = engine.store.connection()
         log = [
@@ -132,6 +136,8 @@ def test_a_store_written_by_the_release_before_opens_and_upgrades(tmp_path: Path
         as_of = [[m.seq, m.role, m.content] for m in messages_as_of(conn, "fixture-one", 4)]
         assert as_of == expected["as_of_4"]
         assert conn.execute("PRAGMA user_version").fetchall()[0][0] == SCHEMA_VERSION
+        kinds = dict(conn.execute("SELECT name, type FROM sqlite_schema").fetchall())
+        assert kinds["messages"] == "view" and kinds["message_rows"] == "table"
         plan = conn.execute(
             "EXPLAIN QUERY PLAN SELECT id FROM sessions ORDER BY last_active DESC, id DESC LIMIT 5"
         ).fetchall()

@@ -93,7 +93,7 @@ def test_rebuild_names_the_undecodable_event_and_keeps_the_live_tables(
             "SELECT name FROM sqlite_schema WHERE name LIKE 'rebuild%'"
         ).fetchall()
         assert leftovers == []
-        assert conn.execute("SELECT COUNT(*) FROM messages").fetchall()[0][0] == 4
+        assert conn.execute("SELECT COUNT(*) FROM message_rows").fetchall()[0][0] == 4
     finally:
         conn.close()
 

@@ -52,7 +52,10 @@ class PgSessionsProjector(SessionsProjector):
 
 
 class PgMessagesProjector(MessagesProjector):
-    """``messages`` in PostgreSQL types."""
+    """``messages`` in PostgreSQL types, the text kept in the table (``text_in_rows``)."""
+
+    def __init__(self, prefix: str = "") -> None:
+        super().__init__(prefix, text_in_rows=True)
 
     def schema(self) -> list[str]:
         """The SQLite table in PostgreSQL types."""
