@@ -145,6 +145,36 @@ class PgConnection:
             finally:
                 self._local.conn = None
 
+    @contextmanager
+    def pipelined_transaction(
+        self, opening: Sequence[Any] = ()
+    ) -> Iterator[psycopg.Connection[Any]]:
+        """BEGIN … COMMIT on a pooled connection in pipeline mode (outside any transaction).
+
+        Nothing is sent until a statement's rows are read: ``BEGIN``, the ``opening``
+        statements (their results are not read) and the first read go to the server in one
+        round trip, and the writes that follow the last read go with ``COMMIT`` in one more.
+        A statement that fails makes the next read (or the commit) raise, and the
+        transaction is rolled back.
+        """
+        assert self.raw is None, "pipelined_transaction opens the outermost transaction"
+        with translated(), self.datastore.get_connection() as conn:
+            self._local.conn = conn
+            try:
+                with conn.pipeline(), psycopg.Transaction(conn):
+                    with conn.cursor() as curs:
+                        for statement in opening:
+                            curs.execute(statement)
+                    yield conn
+            except BaseException:
+                # A failure reported by the final sync leaves the transaction aborted
+                # (the queued COMMIT was skipped): end it before the pool takes it back.
+                if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+                    conn.rollback()
+                raise
+            finally:
+                self._local.conn = None
+
     def __enter__(self) -> PgConnection:
         stack = getattr(self._local, "stack", None)
         if stack is None:

@@ -144,10 +144,12 @@ class PgEventLog:
 
     def _delete_events(self, conn: Any, originator_id: str) -> int:
         """Physically remove a stream's events; returns how many went."""
+        # Counted from RETURNING rows: in a pipelined transaction a row count is only known
+        # once results are read.
         cur = cast(PgConnection, conn).execute(
-            "DELETE FROM events WHERE originator_id = ?", (originator_id,)
+            "DELETE FROM events WHERE originator_id = ? RETURNING 1", (originator_id,)
         )
-        return cur.rowcount
+        return len(cur.fetchall())
 
 
 class PgStore:
@@ -171,10 +173,13 @@ class PgStore:
             self.datastore.close()
             raise
         self.recorder = PgEventLog(self.pg_recorder)
-        self._lock_sql = SQL(
-            "SET LOCAL lock_timeout = '{0}s'; LOCK TABLE {1}.{2} IN EXCLUSIVE MODE"
-        ).format(LOCK_TIMEOUT_S, Identifier(self.datastore.schema), Identifier(EVENTS_TABLE))
-        """The recorder's own lock statements, sent in one round trip."""
+        self._lock_sql = [
+            SQL("SET LOCAL lock_timeout = '{0}s'").format(LOCK_TIMEOUT_S),
+            SQL("LOCK TABLE {0}.{1} IN EXCLUSIVE MODE").format(
+                Identifier(self.datastore.schema), Identifier(EVENTS_TABLE)
+            ),
+        ]
+        """The recorder's own lock statements (queued with BEGIN, see ``transaction``)."""
 
     def connection(self) -> Any:
         """The connection adapter the queries use (statements borrow pooled connections)."""
@@ -217,15 +222,13 @@ class PgStore:
                     yield batch
                     batch.flush()
                 return
-            with conn.transaction() as raw:
-                with raw.cursor() as curs:  # both lock statements in one round trip
-                    curs.execute(self._lock_sql)
+            # Pipelined: BEGIN, the writers' lock and the first head read share one round
+            # trip; the event insert (its notification ids are read) one more; the
+            # projection writes and COMMIT the last.
+            with conn.pipelined_transaction(self._lock_sql):
                 batch = Batch(cast(Any, self), cast(Any, conn))
                 yield batch
-                # The projection writes return nothing: pipelined, they share round trips
-                # (a statement whose rows are read forces a sync, see PgConnection.execute).
-                with raw.pipeline():
-                    batch.flush()
+                batch.flush()
 
     def scrub_after_delete(self) -> bool:
         """After a committed delete: rewrite the touched tables so no deleted text stays in them.
