@@ -173,7 +173,7 @@ class PgStore:
             self.datastore.close()
             raise
         self.recorder = PgEventLog(self.pg_recorder)
-        self._lock_sql = [
+        self.lock_statements = [
             SQL("SET LOCAL lock_timeout = '{0}s'").format(LOCK_TIMEOUT_S),
             SQL("LOCK TABLE {0}.{1} IN EXCLUSIVE MODE").format(
                 Identifier(self.datastore.schema), Identifier(EVENTS_TABLE)
@@ -225,10 +225,31 @@ class PgStore:
             # Pipelined: BEGIN, the writers' lock and the first head read share one round
             # trip; the event insert (its notification ids are read) one more; the
             # projection writes and COMMIT the last.
-            with conn.pipelined_transaction(self._lock_sql):
+            with conn.pipelined_transaction(self.lock_statements):
                 batch = Batch(cast(Any, self), cast(Any, conn))
                 yield batch
                 batch.flush()
+
+    def bulk_load(
+        self,
+        rows: Iterator[tuple[int, str, int, str, bytes]],
+        total: int,
+        *,
+        tracking_name: str,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Fill this empty store with ``rows`` in one transaction (see ``bulk.py``)."""
+        from hermes_es.store.postgres.bulk import bulk_load
+
+        with self.errors("bulk-copy into"):
+            return bulk_load(
+                self._conn,
+                self.lock_statements,
+                rows,
+                total,
+                tracking_name=tracking_name,
+                progress=progress,
+            )
 
     def scrub_after_delete(self) -> bool:
         """After a committed delete: rewrite the touched tables so no deleted text stays in them.

@@ -48,12 +48,23 @@ def _quote(lexeme: str) -> str:
     return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
+_POSITIONS = [str(i) for i in range(MAX_POSITION + 1)]
+
+
 def tsvector_literal(text: str) -> str:
     """The text's tokens with their positions, as a ``tsvector`` input string."""
-    positions: dict[str, list[int]] = {}
+    positions: dict[str, list[str]] = {}
+    get = positions.get
     for i, token in enumerate(tokens(text), start=1):
-        positions.setdefault(token, []).append(min(i, MAX_POSITION))
-    return " ".join(f"{_quote(t)}:{','.join(map(str, p[:256]))}" for t, p in positions.items())
+        seen = get(token)
+        where = _POSITIONS[i] if i < MAX_POSITION else _POSITIONS[MAX_POSITION]
+        if seen is None:
+            positions[token] = [where]
+        elif len(seen) < 256:
+            seen.append(where)
+    if "'" in text or "\\" in text:  # only then can a token need escaping
+        return " ".join(_quote(t) + ":" + ",".join(p) for t, p in positions.items())
+    return " ".join("'" + t + "':" + ",".join(p) for t, p in positions.items())
 
 
 def tsquery_text(user_query: str) -> str | None:
