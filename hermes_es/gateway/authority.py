@@ -184,11 +184,11 @@ class SessionAuthority:
         if events:
             self.published[session_id] = events[-1].sequence
 
-    def publish_many(self, session_ids: list[str]) -> None:
-        """Streams another process committed to (the store's LISTEN/NOTIFY follower): publish
-        the attached ones."""
-        for session_id in session_ids:
-            if session_id in self.subscribers:
+    def publish_many(self, versions: dict[str, int]) -> None:
+        """Streams committed to, with their newest versions (the store's LISTEN/NOTIFY
+        follower): publish the attached ones whose clients have not had those yet."""
+        for session_id, version in versions.items():
+            if session_id in self.subscribers and self.published.get(session_id, 0) < version:
                 self.publish(session_id)
 
     def _committed(self, changes: list[Change]) -> None:

@@ -90,8 +90,8 @@ class Team:
         conn = authority.engine.store.connection()
         self._registry = await asyncio.to_thread(GatewayRegistry, conn)
 
-        def changed(streams: list[str]) -> None:
-            loop.call_soon_threadsafe(authority.publish_many, streams)
+        def changed(versions: dict[str, int]) -> None:
+            loop.call_soon_threadsafe(authority.publish_many, versions)
 
         self._listener = LogListener(self.url, changed).start()
         await asyncio.to_thread(self._listener.ready.wait, 10)

@@ -96,16 +96,18 @@ def test_registry_live_owner_is_the_lock_holder_only(pg_url: str) -> None:
 
 
 def test_log_listener_reports_streams_after_their_commit(pg_url: str) -> None:
-    """Commits by another engine reach the listener with their stream ids (every commit covered,
-    however the notifications were coalesced); nothing committed before it started is
-    reported."""
+    """Commits by another engine reach the listener with their stream ids and newest versions
+    (every commit covered, however the notifications were coalesced); nothing committed
+    before it started is reported."""
     with SessionEngine.open(pg_url) as engine:
         before = engine.start_session("cli", cwd="")
         seen: list[str] = []
+        versions: dict[str, int] = {}
         changed = threading.Event()
 
-        def on_change(streams: list[str]) -> None:
+        def on_change(streams: dict[str, int]) -> None:
             seen.extend(streams)
+            versions.update(streams)
             changed.set()
 
         listener = LogListener(pg_url, on_change).start()
@@ -121,6 +123,7 @@ def test_log_listener_reports_streams_after_their_commit(pg_url: str) -> None:
         finally:
             listener.stop()
         assert sid in seen and before not in seen
+        assert versions[sid] == engine.get(sid).version  # the newest version is reported
 
 
 def test_fenced_turn_start_refused_once_a_newer_epoch_began(pg_url: str) -> None:

@@ -8,9 +8,10 @@ position is the log's own, so notifications that PostgreSQL coalesced, or that w
 the connection was down, lose nothing: the next read covers every row after ``last``. Writers
 hold the log's ``EXCLUSIVE`` lock until they commit, so positions become visible in order.
 
-The callback gets the changed stream ids; the caller reads each stream's events after the
-version it has already sent (so nothing is sent twice). A wake-up also happens every
-``POLL_S`` seconds without a notification, as a backstop.
+The callback gets the changed streams, each with its newest version; the caller reads each
+stream's events after the version it has already sent, when that is older (so nothing is sent
+twice, and the commits of the process itself, already sent, cost no read). A wake-up also
+happens every ``POLL_S`` seconds without a notification, as a backstop.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class LogListener:
     """A thread that reports which streams gained events, as their commits become visible."""
 
     def __init__(
-        self, url: str, on_change: Callable[[list[str]], None], *, after: int | None = None
+        self, url: str, on_change: Callable[[dict[str, int]], None], *, after: int | None = None
     ) -> None:
         self.url = url
         self.on_change = on_change
@@ -94,7 +95,7 @@ class LogListener:
 
     def _read(self, conn: psycopg.Connection[Any]) -> None:
         rows = conn.execute(
-            f"SELECT originator_id, max(notification_id) FROM {CHANNEL}"
+            f"SELECT originator_id, max(notification_id), max(originator_version) FROM {CHANNEL}"
             " WHERE notification_id > %s GROUP BY originator_id",
             (self.last or 0,),
         ).fetchall()
@@ -102,6 +103,6 @@ class LogListener:
             return
         self.last = max(int(r[1]) for r in rows)
         try:
-            self.on_change([str(r[0]) for r in rows])
+            self.on_change({str(r[0]): int(r[2]) for r in rows})
         except Exception:  # a failing consumer must not stop the listener
             log.exception("log listener callback failed")
