@@ -10,7 +10,7 @@ import pytest
 
 from hermes_es.commands import turns
 from hermes_es.commands.engine import SessionEngine
-from hermes_es.store.postgres.notify import LogListener
+from hermes_es.store.postgres.notify import CHANNEL, LogListener
 from hermes_es.store.postgres.store import PgStore
 from hermes_es.store.postgres.team import GatewayRegistry, GatewayRow, OwnerLock, lock_key
 
@@ -138,3 +138,15 @@ def test_fenced_turn_start_refused_once_a_newer_epoch_began(pg_url: str) -> None
             turns.start_next(engine, sid, epoch=old, fence="default")
         assert engine.get(sid).turn_running == 0
         assert turns.start_next(engine, sid, epoch=new, fence="default") == 1
+
+
+def test_every_write_transaction_notifies_the_log_channel(pg_url: str) -> None:
+    """The live stream of a team relies on it: a committed write sends NOTIFY on the log's
+    channel (the listener's backstop poll is not what delivers events)."""
+    with SessionEngine.open(pg_url) as engine:
+        sid = engine.start_session("cli", cwd="")
+        with psycopg.connect(pg_url, autocommit=True) as listen:
+            listen.execute(f"LISTEN {CHANNEL}")
+            engine.append_message(sid, "user", "hello")
+            got = [n.channel for n in listen.notifies(timeout=5, stop_after=1)]
+        assert got == [CHANNEL]
