@@ -98,12 +98,12 @@ class Team:
         self._lock = OwnerLock(self.url, self.profile)
         authority.fenced = True
         authority.on_epoch_ended = self._epoch_ended
+        authority.owner_hint = self.owner_hint
         if await asyncio.to_thread(self._lock.try_acquire):
             await self._promote(promote)
             return
         self.role = "standby"
         authority.role = "standby"
-        authority.owner_hint = self.owner_hint
         log.info("standby: another gateway owns profile %s; waiting for its lock", self.profile)
         self._tasks.append(asyncio.create_task(self._stand_by(promote)))
 
@@ -128,6 +128,8 @@ class Team:
                 log.warning("waiting for the ownership lock failed (%s); retrying", exc)
                 await asyncio.sleep(0.5)
         else:
+            return
+        if self._stop.is_set():  # acquired while stopping: closing the lock releases it
             return
         freed = time.monotonic()
         log.info("the owner's lock was released: taking over profile %s", self.profile)
