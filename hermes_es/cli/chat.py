@@ -589,15 +589,19 @@ def run_from_options(ctx: click.Context, options: dict[str, Any]) -> None:
             return
         if app.read_only:
             raise UsageError("a read-only attach cannot send a message; drop --read-only")
+        from hermes_es.cli.repl import StreamRenderer
+
+        render = StreamRenderer()  # reply deltas as they arrive, tool calls and results
         try:
-            outcome = chat.send(text)
+            outcome = chat.send(text, on_event=render)
         except HermesError as exc:
+            render.finish_line()
             taken = app.taken_over
             if taken is None or exc is not taken:
                 # the message was recorded: say where it is and how to come back to it
                 err(resume_hint(chat.session_id))
                 raise
-            if taken.reply:
+            if taken.reply and not render.drew_reply:
                 echo(taken.reply)  # shown, not recorded: nothing the responder said is lost
             what = (
                 "the reply above was not recorded" if taken.reply else "your message was not sent"
@@ -612,7 +616,10 @@ def run_from_options(ctx: click.Context, options: dict[str, Any]) -> None:
                     app.engine.end_session(chat.session_id, "run_complete")
         for note in outcome.attachments:
             err(f"📎 {note}")
-        echo(outcome.reply)
+        if render.drew_reply:
+            render.finish_line()
+        else:
+            echo(outcome.reply)
         if not quiet:
             err(resume_hint(chat.session_id))
     finally:

@@ -15,6 +15,7 @@ loses nothing: the gateway stores the outcome, and the CLI says how to resume.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from hermes_es.errors import HermesError, ResponderError
-from hermes_es.gateway.client import Connection, GatewayDropped, GatewayHandle
+from hermes_es.gateway.client import Connection, GatewayDropped, GatewayError, GatewayHandle
 from hermes_es.terminal_text import clean, echo, fit, one_line, pad
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 
 GATEWAY_HELP = """Commands (through the gateway):
   /new [NAME]        start a fresh session (optionally titled)
+  /reset [NAME]      start a new conversation linked to this one (parent link: reset)
   /title NAME        set this session's title
   /sessions          recent sessions
   /resume NAME       switch to another session
@@ -149,41 +151,65 @@ def run_via_gateway(hermes: Hermes, handle: GatewayHandle, **options: Any) -> No
             return
         text = options.get("text")
         if text is None:
-            err(f"Session: {sid}\nResume with: hermes --resume {sid}")
+            err(resume_hint(sid))
             return
-        reply = _one_turn(conn, sid, text)
-        click.echo(reply)
+        from hermes_es.cli.repl import StreamRenderer
+
+        renderer = StreamRenderer()
+        reply = _one_turn(conn, sid, text, renderer)
+        if renderer.drew_reply:
+            renderer.finish_line()  # the reply streamed as it arrived
+        else:
+            click.echo(reply)
         if not options.get("quiet"):
-            err(f"Session: {sid}\nResume with: hermes --resume {sid}")
+            err(resume_hint(sid))
     finally:
         conn.close()
 
 
-def _one_turn(conn: Connection, sid: str, text: str) -> str:
-    """Submit one prompt, wait for its turn to finish; the reply (errors raise)."""
+def resume_hint(sid: str) -> str:
+    """How to come back to a session (as embedded mode says it)."""
+    return f"Session: {sid}\nResume with: hermes --resume {sid}"
+
+
+def _one_turn(conn: Connection, sid: str, text: str, render: StreamRenderer) -> str:
+    """Submit one prompt and follow its turn to the end, drawing what it streams (reply
+    deltas as they arrive, tool calls and results); the stored reply (errors raise)."""
     submission = uuid.uuid4().hex
     replies: list[str] = []
+
+    def collect(params: dict[str, Any]) -> None:
+        replies.extend(t for role, t in _message_texts(params) if role == "assistant")
+
+    def draw(params: dict[str, Any]) -> None:
+        event = stream_event(params.get("item"))
+        if event is not None and params.get("turn") == turn:
+            render(event)
+
+    turn = 0
     try:
         admitted = conn.call(
             "prompt.submit", {"session_id": sid, "submission_id": submission, "text": text}
         )
-
-        def collect(params: dict[str, Any]) -> None:
-            replies.extend(t for role, t in _message_texts(params) if role == "assistant")
-
-        final = conn.wait_turn(sid, admitted["turn"], on_event=collect)
+        turn = int(admitted["turn"])
+        final = conn.wait_turn(sid, turn, on_event=collect, on_stream=draw)
     except GatewayDropped as exc:
+        render.finish_line()
         raise DroppedMidTurnError(dropped_notice(sid), subject=sid) from exc
+    render.finish_line()
     event = final.get("event") or {}
     if final.get("type") == "hermes.turn.unknown":
         raise DroppedMidTurnError(dropped_notice(sid), subject=sid)
+    # A finite run is over either way: ended run_complete (non-destructive), as embedded.
+    with contextlib.suppress(GatewayError):
+        conn.call("session.close", {"session_id": sid, "reason": "run_complete"})
     if event.get("outcome") == "failed":
+        err(resume_hint(sid))  # the message is stored: say where and how to come back
         raise ResponderError(
             f"the turn failed: {event.get('error') or 'unknown error'} (your message is stored"
             f" in session {sid})",
             subject=sid,
         )
-    conn.call("session.close", {"session_id": sid, "reason": "run_complete"})
     return safe(replies[-1]) if replies else ""
 
 
@@ -235,9 +261,12 @@ class _Screen:
 
     def switch(self, sid: str) -> None:
         """Follow another session from now on."""
-        self.sid = sid
-        self.running = 0
-        self.renderers.clear()
+        with self.lock:  # turn numbers are per session: the old session's waiters go
+            self.sid = sid
+            self.running = 0
+            self.renderers.clear()
+            self.done.clear()
+            self.mine.clear()
 
     def __call__(self, message: dict[str, Any]) -> None:
         method = message.get("method")
@@ -326,16 +355,31 @@ def _repl(conn: Connection, hermes: Hermes, sid: str, *, paused: bool = False) -
         arg = arg.strip()
         try:
             if text in ("/exit", "/quit"):
-                conn.call("session.close", {"session_id": sid})
-                err(f"Session: {sid}\nResume with: hermes --resume {sid}")
+                closed = conn.call("session.close", {"session_id": sid})
+                if closed.get("removed"):
+                    click.echo("Nothing was said, so no session was kept.")
+                else:
+                    err(f"Session: {sid}\nResume with: hermes --resume {sid}")
                 return
-            if name == "/new":
-                conn.call("session.close", {"session_id": sid})
-                created = conn.call("session.create", {"title": arg, "workspace": os.getcwd()})
+            if name in ("/new", "/reset"):
+                before = sid
+                created = conn.call(
+                    "session.create",
+                    {
+                        "title": arg,
+                        "workspace": os.getcwd(),
+                        "leave": sid,
+                        "parent_kind": "reset" if name == "/reset" else "",
+                    },
+                )
                 sid = created["session_id"]
                 screen.switch(sid)
+                _crumb(hermes, sid)
                 paused = False
-                echo(f"New session {sid}" + (f' "{one_line(arg)}"' if arg else ""))
+                if name == "/reset":
+                    echo(f"Reset: new conversation {sid} (continues from {before})")
+                else:
+                    echo(f"New session {sid}" + (f' "{one_line(arg)}"' if arg else ""))
                 continue
             if name == "/discard":
                 resolved = conn.call("turn.resolve", {"session_id": sid})
@@ -358,7 +402,7 @@ def _repl(conn: Connection, hermes: Hermes, sid: str, *, paused: bool = False) -
                     continue
                 summary = conn.call("session.resume", {"ref": arg})
                 if summary["session_id"] != sid:
-                    conn.call("session.close", {"session_id": sid})
+                    conn.call("session.close", {"session_id": sid, "reason": "switched"})
                     sid = summary["session_id"]
                     screen.switch(sid)
                     _crumb(hermes, sid)

@@ -460,19 +460,52 @@ class SessionAuthority:
         engine = self.engine_for(client.principal)
         cwd = params.workspace or str(Path.cwd())
         model = params.model or self.loaded.config.model.name
-        sid = await self.write(
-            lambda: engine.start_session(
+        leave, kind = params.leave, params.parent_kind
+        if kind not in ("", "reset"):
+            raise RpcError(
+                p.INVALID_PARAMS,
+                f"parent_kind must be 'reset' or empty, got {kind!r} (at $.parent_kind)",
+            )
+        parent = params.parent_id or (leave if kind else "")
+        if kind and not parent:
+            raise RpcError(p.INVALID_PARAMS, "parent_kind 'reset' needs parent_id or leave")
+        if parent and not kind:
+            raise RpcError(p.INVALID_PARAMS, "parent_id needs parent_kind (at $.parent_kind)")
+        for named in {parent, leave} - {""}:
+            self._own(client, named)
+        # Left as embedded mode leaves it: ended ``new_session`` (not while a turn runs or
+        # waits in it); a ``/new`` also drops it when this connection made it and it is unused.
+        end_it = bool(leave) and not self._busy(leave)
+        drop_it = end_it and not kind and leave in client.created
+
+        def run() -> tuple[str, bool]:
+            from hermes_es.commands.discard import discard_if_unused
+
+            sid = engine.start_session(
                 params.source or "cli",
                 title=params.title,
                 cwd=cwd,
                 model=model,
                 profile=self.profile,
                 user_id=client.principal.key,
+                parent_id=parent,
+                parent_kind=kind,
             )
-        )
+            if end_it and not engine.get(leave).ended:
+                engine.end_session(leave, "new_session")
+            return sid, drop_it and discard_if_unused(engine.store, leave)
+
+        sid, dropped = await self.write(run, alone=drop_it)
         client.created.add(sid)
+        if leave:
+            self.detach(client, leave, dropped=False)
+            if dropped:
+                self.chats.pop(leave, None)
+                self.published.pop(leave, None)
+            else:
+                self.publish(leave)
         after = self.attach(client, sid)
-        return self._summary(sid, after)
+        return {**self._summary(sid, after), "left": leave, "left_removed": dropped}
 
     async def resume(self, client: Client, params: p.ResumeParams) -> dict[str, Any]:
         """``session.resume``: by id, prefix, title, latest, or latest of a workspace."""
@@ -686,14 +719,29 @@ class SessionAuthority:
         self._require(client, "control")
         sid = params.session_id
         self._own(client, sid)
-        if params.reason not in ("user_exit", "run_complete"):
-            raise RpcError(p.INVALID_PARAMS, "reason must be user_exit or run_complete")
+        if params.reason not in ("user_exit", "run_complete", "switched"):
+            raise RpcError(p.INVALID_PARAMS, "reason must be user_exit, run_complete or switched")
         engine = self.engine_for(client.principal)
+        removed = False
         if not self._busy(sid):
-            await self.write(lambda: engine.end_session(sid, params.reason))
-            self.publish(sid)
+            # as embedded mode: a session this connection opened and left unused is removed
+            drop = sid in client.created and params.reason != "switched"
+
+            def run() -> bool:
+                from hermes_es.commands.discard import discard_if_unused
+
+                if not engine.get(sid).ended:
+                    engine.end_session(sid, params.reason)
+                return drop and discard_if_unused(engine.store, sid)
+
+            removed = await self.write(run, alone=drop)
+            if not removed:
+                self.publish(sid)
         self.detach(client, sid, dropped=False)
-        return {"session_id": sid, "ended": not self._busy(sid)}
+        if removed:
+            self.chats.pop(sid, None)
+            self.published.pop(sid, None)
+        return {"session_id": sid, "ended": not self._busy(sid) or removed, "removed": removed}
 
     async def dispatch(self, client: Client, request: p.Request) -> Any:
         """Run one method; returns its result or raises ``RpcError``."""

@@ -82,6 +82,14 @@ class CreateParams(msgspec.Struct, frozen=True, kw_only=True):
     workspace: str = ""
     """Working directory to record (default: the gateway's)."""
     model: str = ""
+    parent_id: str = ""
+    """The session the new one continues from (``parent_kind`` names the link)."""
+    parent_kind: str = ""
+    """``reset`` (``/reset``: an explicit new conversation linked to ``leave``), or empty."""
+    leave: str = ""
+    """The session the client leaves (``/new``, ``/reset``): ended ``new_session`` once the new
+    one exists (unless a turn runs or waits in it) and detached; without a parent link it is
+    removed when this connection created it and nothing was said in it."""
 
 
 class ResumeParams(msgspec.Struct, frozen=True, kw_only=True):
@@ -107,7 +115,7 @@ class SessionParams(msgspec.Struct, frozen=True, kw_only=True):
 
     session_id: str
     reason: str = "user_exit"
-    """``session.close``: user_exit, or run_complete for a one-shot run."""
+    """``session.close``: user_exit, run_complete (a one-shot run) or switched (``/resume``)."""
 
 
 class SubmitParams(msgspec.Struct, frozen=True, kw_only=True):

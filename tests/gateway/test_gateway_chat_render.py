@@ -101,7 +101,7 @@ def test_resume_through_gateway_draws_recap_and_forwards_slash_commands(
     home: Path, gateway: GatewayProcess, gw_env: dict[str, str]
 ) -> None:
     """``-r`` draws the recap panel (escaped); /title renames through the gateway, /sessions
-    lists, /recap redraws, /resume switches (with its recap); /compress and /reset say they
+    lists, /recap redraws, /resume switches (with its recap); /compress and /rewind say they
     are not available, naming them."""
     other = _seed(home, "the other one")
     sid = _seed(home, "hello \x1b]0;pwned\x07 there")
@@ -120,7 +120,7 @@ def test_resume_through_gateway_draws_recap_and_forwards_slash_commands(
     child.sendline("/recap")
     child.expect_exact(f'Recap of {sid} "Renamed here"')
     child.expect_exact(PROMPT)
-    for name in ("/compress", "/reset"):
+    for name in ("/compress", "/rewind"):
         child.sendline(name)
         child.expect_exact(f"{name} is not available through the gateway (nothing was done)")
         child.expect_exact(PROMPT)
