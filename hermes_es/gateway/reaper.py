@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 from hermes_es.queries import turns as q
 
 if TYPE_CHECKING:
-    from hermes_es.aggregates.state import SessionState
     from hermes_es.gateway.authority import SessionAuthority
 
 log = logging.getLogger("hermes.gateway")
@@ -101,14 +100,11 @@ class Reaper:
 
     async def startup_sweep(self, held: set[str] | None = None) -> list[str]:
         """End local sessions left open by an earlier run and idle for 6 hours or more."""
-        now = self.clock()
-        chosen = [
-            s.session_id
-            for s in q.heads(self.authority._read())
-            if _sweepable(s, now) and s.session_id not in (held or set())
-        ]
-        for sid in chosen:
-            await self._end(sid, "startup_orphan_reap")
+        idle_before = self.clock() - STARTUP_MIN_IDLE_S
+        found = q.sweep_candidates(self.authority._read(), REAPABLE_SOURCES, idle_before)
+        chosen = [sid for sid in found if sid not in (held or set())]
+        # submitted together: the writer commits them in as few groups as it can
+        await asyncio.gather(*(self._end(sid, "startup_orphan_reap") for sid in chosen))
         return chosen
 
     def stop(self) -> None:
@@ -116,12 +112,3 @@ class Reaper:
         for timer in self.timers.values():
             timer.cancel()
         self.timers.clear()
-
-
-def _sweepable(state: SessionState, now: float) -> bool:
-    return (
-        not state.ended
-        and state.source in REAPABLE_SOURCES
-        and not (state.turn_running or state.turn_queue or state.turns_unknown)
-        and now - state.last_active >= STARTUP_MIN_IDLE_S
-    )

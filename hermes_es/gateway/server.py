@@ -108,7 +108,7 @@ def run(
         for finding in legacy_reset_findings(loaded.raw, os.environ):
             print(f"warning: {finding}", file=sys.stderr, flush=True)
         try:
-            code = asyncio.run(_serve(home, name, paths, drain_s, store))
+            code, drained = asyncio.run(_serve(home, name, paths, drain_s, store))
         finally:
             paths.endpoint.unlink(missing_ok=True)
             paths.pid.unlink(missing_ok=True)
@@ -118,12 +118,22 @@ def run(
         logging.shutdown()
         sys.stderr.flush()
         os._exit(LOST_EXIT)
+    elif not drained:
+        # A turn outlived the drain bound: its thread may wait on the model for minutes. The
+        # store is closed and the next start records that turn unknown, so exit now (0, as a
+        # drain does) instead of when the interpreter's exit would have joined that thread.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     return code
 
 
 async def _serve(
     home: Path, profile: str, paths: GatewayPaths, drain_s: float, store: str | None
-) -> int:
+) -> tuple[int, bool]:
+    """Serve until a signal; the exit code, and False when running turns outlived the drain
+    bound."""
     instance_id = uuid.uuid4().hex
     state = GatewayState(home=home, profile=profile, instance_id=instance_id, store=store)
     # Opened before the server starts: a store that cannot be opened is a plain error (exit 1).
@@ -171,7 +181,7 @@ async def _serve(
     while not server.started:
         if serve_task.done():
             await serve_task  # start-up failed: raise what it raised
-            return 1
+            return 1, True
         await asyncio.sleep(0.01)
     await state.ready.wait()
     await control.start()
@@ -205,6 +215,7 @@ async def _serve(
     lost_wait = asyncio.create_task(state.lost.wait())
     await asyncio.wait({serve_task, stop_wait, lost_wait}, return_when=asyncio.FIRST_COMPLETED)
     code = 0
+    finished = True
     if state.lost.is_set():
         code = LOST_EXIT  # no drain: another gateway may own the profile already
     elif stopping.is_set() and state.authority is not None:
@@ -218,4 +229,4 @@ async def _serve(
     await serve_task
     stop_wait.cancel()
     lost_wait.cancel()
-    return code
+    return code, finished

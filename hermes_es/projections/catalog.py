@@ -18,20 +18,23 @@ from hermes_es.projections.prompts import PromptsProjector
 from hermes_es.projections.receipts import ReceiptsProjector
 from hermes_es.projections.search import SearchProjector
 from hermes_es.projections.sessions import SessionsProjector
+from hermes_es.projections.turn_work import TurnWorkProjector
 from hermes_es.store.db import open_db, write_transaction
 from hermes_es.store.schema import EVENTS_SCHEMA
 
 TRACKING_NAME = "projections"
 """Reader name under which the projections' log position is tracked."""
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 """Projection layout: 1 first; 2 head state in the sessions row; 3 FTS prefix index (2, 3);
 4 platform, chat_id, model_config, launch_flags columns in sessions (docs/schema.md);
 5 messages keep reasoning_content and token_count; 6 ``sessions_last_active`` index
 (sessions list at 100,000 sessions); 7 head state with the turn lifecycle fields (a gateway's
 queue, running and unknown turns: older heads are re-encoded, no replay); 8 message text
 only in the log (``message_rows`` + the ``messages`` view), shorter generated uids, the uid
-index only for client-supplied uids."""
+index only for client-supplied uids; 9 ``turn_work`` (sessions with gateway turns pending)
+and the ``sessions_open`` index, so a gateway's start-up reads neither every head nor every
+row (built from the heads once, no replay)."""
 
 
 def _add_indexes(conn: apsw.Connection) -> None:
@@ -50,7 +53,19 @@ def _reencode_heads(conn: apsw.Connection) -> None:
         )
 
 
-UPGRADES: dict[int, Callable[[apsw.Connection], None]] = {5: _add_indexes, 6: _reencode_heads}
+def _add_turn_work(conn: apsw.Connection) -> None:
+    """Layout 9: the ``turn_work`` table filled from the heads, and the new index."""
+    from hermes_es.projections.turn_work import fill
+
+    fill(conn)
+    _add_indexes(conn)
+
+
+UPGRADES: dict[int, Callable[[apsw.Connection], None]] = {
+    5: _add_indexes,
+    6: _reencode_heads,
+    8: _add_turn_work,
+}
 """Layout upgrades that need no replay: from the key's version to the next one."""
 
 
@@ -94,6 +109,7 @@ class ProjectionSet:
             LineageProjector(prefix),
             PromptsProjector(prefix),
             ReceiptsProjector(prefix),
+            TurnWorkProjector(prefix),
         ]
 
     def tables(self) -> list[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable
 
 import apsw
 import msgspec
@@ -26,19 +26,29 @@ class StreamEvent(msgspec.Struct, frozen=True, kw_only=True):
     """The event's fields."""
 
 
-def heads(conn: apsw.Connection) -> Iterator[SessionState]:
-    """Every session's head state (a start-up scan: one row per session)."""
-    for (blob,) in conn.execute("SELECT head FROM sessions"):
-        yield decode_state(blob)
-
-
 def sessions_with_turns(conn: apsw.Connection, *, running: bool = False) -> list[str]:
-    """Sessions with a running turn (``running``), else with any turn work (queued/unknown)."""
-    out = []
-    for state in heads(conn):
-        if state.turn_running or (not running and (state.turn_queue or state.turns_unknown)):
-            out.append(state.session_id)
-    return out
+    """Sessions with a running turn (``running``), else with any turn work (queued, running
+    or unknown): one read of ``turn_work``, as small as the pending work."""
+    where = " WHERE running > 0" if running else ""
+    rows = conn.execute(f"SELECT session_id FROM turn_work{where} ORDER BY session_id")
+    return [str(r[0]) for r in rows.fetchall()]
+
+
+def sweep_candidates(
+    conn: apsw.Connection, sources: Iterable[str], idle_before: float
+) -> list[str]:
+    """Open sessions of ``sources`` last active before ``idle_before`` and with no turn work
+    (the gateway's start-up sweep): read through the ``sessions_open`` index, which holds only
+    open sessions."""
+    chosen = sorted(set(sources))
+    marks = ", ".join("?" * len(chosen))
+    rows = conn.execute(
+        "SELECT id FROM sessions WHERE ended = 0 AND last_active <= ?"
+        f" AND source IN ({marks})"
+        " AND id NOT IN (SELECT session_id FROM turn_work) ORDER BY last_active, id",
+        (idle_before, *chosen),
+    )
+    return [str(r[0]) for r in rows.fetchall()]
 
 
 def head(conn: apsw.Connection, session_id: str) -> SessionState | None:
@@ -94,9 +104,6 @@ def admitted_text(conn: apsw.Connection, session_id: str, turn: int) -> str | No
 
 def turn_states(conn: apsw.Connection, session_ids: list[str]) -> dict[str, str]:
     """``turn_state`` (unknown | running | queued) of each listed session that has turn work."""
-    out: dict[str, str] = {}
-    for sid in session_ids:
-        state = head(conn, sid)
-        if state is not None and state.turn_state:
-            out[sid] = state.turn_state
-    return out
+    wanted = set(session_ids)
+    rows = conn.execute("SELECT session_id, state FROM turn_work").fetchall()
+    return {str(sid): str(state) for sid, state in rows if sid in wanted}

@@ -18,6 +18,7 @@ from hermes_es.projections.messages import MessagesProjector
 from hermes_es.projections.prompts import PromptsProjector
 from hermes_es.projections.receipts import ReceiptsProjector
 from hermes_es.projections.sessions import SessionsProjector
+from hermes_es.projections.turn_work import TurnWorkProjector
 from hermes_es.store.postgres.search import PgSearchProjector
 
 _TYPES = re.compile(r"\b(INTEGER|REAL|BLOB)\b|\s+WITHOUT ROWID\b")
@@ -107,6 +108,14 @@ class PgReceiptsProjector(ReceiptsProjector):
         return pg_ddl(super().schema())
 
 
+class PgTurnWorkProjector(TurnWorkProjector):
+    """``turn_work`` in PostgreSQL types (its upsert is common SQL)."""
+
+    def schema(self) -> list[str]:
+        """The SQLite table in PostgreSQL types."""
+        return pg_ddl(super().schema())
+
+
 class PgProjectionSet(ProjectionSet):
     """Every read model, in PostgreSQL tables."""
 
@@ -119,4 +128,5 @@ class PgProjectionSet(ProjectionSet):
             PgLineageProjector(prefix),
             PgPromptsProjector(prefix),
             PgReceiptsProjector(prefix),
+            PgTurnWorkProjector(prefix),
         ]
