@@ -34,21 +34,24 @@ def sessions_with_turns(conn: apsw.Connection, *, running: bool = False) -> list
     return [str(r[0]) for r in rows.fetchall()]
 
 
+SWEEP_SQL = (
+    "SELECT id FROM sessions WHERE ended = 0 AND +last_active <= ? AND source IN ({marks})"
+    " AND id NOT IN (SELECT session_id FROM turn_work) ORDER BY last_active"
+)
+"""The start-up sweep's read. ``+last_active`` keeps the planner off ``sessions_last_active``
+(whose range would cover nearly every session, ended ones included); ordering by
+``last_active`` alone then makes the partial index ``sessions_open`` (open sessions only) the
+plan on SQLite, whatever the store's size."""
+
+
 def sweep_candidates(
     conn: apsw.Connection, sources: Iterable[str], idle_before: float
 ) -> list[str]:
     """Open sessions of ``sources`` last active before ``idle_before`` and with no turn work
-    (the gateway's start-up sweep): read through the ``sessions_open`` index, which holds only
-    open sessions."""
+    (the gateway's start-up sweep), read through the ``sessions_open`` index."""
     chosen = sorted(set(sources))
-    marks = ", ".join("?" * len(chosen))
-    rows = conn.execute(
-        "SELECT id FROM sessions WHERE ended = 0 AND last_active <= ?"
-        f" AND source IN ({marks})"
-        " AND id NOT IN (SELECT session_id FROM turn_work) ORDER BY last_active, id",
-        (idle_before, *chosen),
-    )
-    return [str(r[0]) for r in rows.fetchall()]
+    sql = SWEEP_SQL.format(marks=", ".join("?" * len(chosen)))
+    return [str(r[0]) for r in conn.execute(sql, (idle_before, *chosen)).fetchall()]
 
 
 def head(conn: apsw.Connection, session_id: str) -> SessionState | None:

@@ -177,7 +177,7 @@ def test_sessions_history_shows_who_submitted_what_from_which_client(
     home: Path, gateway: GatewayProcess, gw_env: dict[str, str]
 ) -> None:
     """``hermes sessions history`` names the native identity, the client kind and the outcome
-    of each turn submitted through the gateway."""
+    of each turn submitted through the gateway (a WebSocket tui client, then ``chat -q``)."""
     handle = gateway.start()
     with handle.connect("tui") as conn:
         sid = conn.call("session.create", {"source": "tui"})["session_id"]
@@ -191,7 +191,8 @@ def test_sessions_history_shows_who_submitted_what_from_which_client(
             },
         )
         conn.wait_turn(sid, admitted["turn"], timeout=30)
-    assert hermes(gw_env, "-r", sid, "-q", "from the cli").returncode == 0
+    via_chat = hermes(gw_env, "chat", "-r", sid, "-q", "from the cli")  # `chat -q` too
+    assert via_chat.returncode == 0, via_chat.stderr
     shown = hermes(gw_env, "sessions", "history", sid)
     assert shown.returncode == 0, shown.stderr
     actor = f"uid:{os.getuid()}"

@@ -8,8 +8,14 @@ from pathlib import Path
 from hermes_es.commands import turns
 from hermes_es.commands.delete import delete_many
 from hermes_es.commands.engine import SessionEngine
+from hermes_es.gateway.reaper import REAPABLE_SOURCES
 from hermes_es.projections.rebuild import verify
-from hermes_es.queries.turns import sessions_with_turns, sweep_candidates, turn_states
+from hermes_es.queries.turns import (
+    SWEEP_SQL,
+    sessions_with_turns,
+    sweep_candidates,
+    turn_states,
+)
 
 
 def _rows(engine: SessionEngine) -> list[tuple[str, str, int]]:
@@ -65,14 +71,10 @@ def test_startup_reads_go_through_indexes(tmp_path: Path) -> None:
         cutoff = now[0] - 6 * 3600
         assert sweep_candidates(conn, {"cli", "tui"}, cutoff) == [idle]
         assert fresh not in sweep_candidates(conn, {"cli"}, now[0] - 1)
-        plan = " ".join(
-            str(r[-1])
-            for r in conn.execute(
-                "EXPLAIN QUERY PLAN SELECT id FROM sessions WHERE ended = 0 AND last_active <= ?"
-                " AND source IN (?) AND id NOT IN (SELECT session_id FROM turn_work)",
-                (cutoff, "cli"),
-            ).fetchall()
-        )
+        sources = sorted(REAPABLE_SOURCES)  # the sweep's own statement, as the reaper sends it
+        sql = SWEEP_SQL.format(marks=", ".join("?" * len(sources)))
+        rows = conn.execute(f"EXPLAIN QUERY PLAN {sql}", (cutoff, *sources)).fetchall()
+        plan = " ".join(str(r[-1]) for r in rows)
         assert "sessions_open" in plan, plan
         assert sweep_candidates(conn, {"telegram"}, cutoff) == [platform]
 
