@@ -2,10 +2,12 @@
 real ``hermes`` program: the drain bound, ``ensure`` starting one, the legacy reset variable
 warning, embedded maintenance refusing beside a gateway, messaging sessions never reaped,
 reopening a reaped session, ``orphan_end_grace_s: 0``, ``sessions history`` attribution,
-resume references over the protocol, and ticket expiry in the real process (slow)."""
+resume references over the protocol, an interactive chat whose gateway dies mid-turn, and
+ticket expiry in the real process (slow)."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -251,3 +253,38 @@ def test_ticket_expires_after_thirty_seconds_in_the_real_gateway(
     with pytest.raises(InvalidStatus), connect(f"{handle.endpoint.ws_url}?ticket={ticket}"):
         pass
     assert gateway.terminate() == 0
+
+
+def test_interactive_chat_dropped_mid_turn_says_the_outcome_is_stored(
+    home: Path, gateway: GatewayProcess, gw_env: dict[str, str], slow_model: SlowModel
+) -> None:
+    """An interactive ``hermes`` (pty) whose gateway dies mid-turn says the gateway stores the
+    outcome and how to resume, exits 1 without a traceback, and never asks to resend."""
+    import pexpect
+
+    write_config(home, model_config(slow_model))
+    gateway.start()
+    child = pexpect.spawn(
+        sys.executable,
+        ["-c", ENTRY],
+        env=gw_env,
+        cwd=str(home),
+        encoding="utf-8",
+        timeout=30,
+        dimensions=(50, 200),
+    )
+    seen = io.StringIO()
+    child.logfile_read = seen
+    child.expect_exact("› ")
+    child.sendline("SLOW in the chat")
+    assert slow_model.arrived.wait(30)
+    gateway.kill9()
+    child.expect_exact("the gateway keeps it and stores the outcome")
+    child.expect(pexpect.EOF)
+    child.close()
+    said = seen.getvalue().split("SLOW in the chat", 1)[1]  # what came after the prompt
+    with SessionEngine(home / "state.db") as engine:
+        [(sid,)] = engine.store.connection().execute("SELECT id FROM sessions").fetchall()
+    assert f"hermes --resume {sid}" in said
+    assert child.exitstatus == 1 and "Traceback" not in said
+    assert "again" not in said.lower() and "resend" not in said.lower()
