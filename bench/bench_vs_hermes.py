@@ -46,6 +46,7 @@ from bench.common import (
     ratio,
     time_queries,
 )
+from bench.hermes_cache import HermesCache, cached_list, stamp
 from bench.hermes_workload import PER_SESSION, Msg, Workload, recall_queries, substring_scan
 
 BENCH = "vs_hermes"
@@ -372,31 +373,44 @@ def query_classes(work: Workload, recall: dict[str, list[str]]) -> dict[str, lis
     }
 
 
+def hermes_search(
+    venv: Path, cache: HermesCache, work: Workload, texts: list[str], rounds: int
+) -> tuple[dict[str, Any], dict[str, list[str]], dict[str, list[str]]]:
+    """The Hermes side's search result (from the cache when it holds these queries), the
+    query classes and the recall queries."""
+    recall = recall_queries(texts)
+    classes = query_classes(work, recall)
+    recall_list = recall["identifier"] + recall["cjk"]
+    request = {"classes": classes, "rounds": rounds, "recall": recall_list}
+    found = cache.search(request)
+    if found is not None and "cpu_times" in found:  # older results had wall times only
+        log(f"  hermes search: cached ({found['measured_at']}, load {found['loadavg'][0]})")
+        return {**found, "cached": True}, classes, recall
+    log(f"  hermes search: {sum(map(len, classes.values()))} queries, {len(recall_list)} recall")
+    result = hermes_side(venv, {"op": "search", "db": str(cache.db), **request})
+    cache.save_search(request, result)
+    return {**stamp(result), "cached": False}, classes, recall
+
+
 def bench_search(
-    venv: Path | None, work: Workload, ours: Path, theirs: Path, texts: list[str], rounds: int
+    venv: Path | None,
+    cache: HermesCache | None,
+    work: Workload,
+    ours: Path,
+    texts: list[str],
+    rounds: int,
 ) -> None:
     """Latency per class on both stores, recall of identifier and CJK queries, scan floor."""
     from hermes_es.projections.catalog import connect
     from hermes_es.queries.search import search_messages
 
-    recall = recall_queries(texts)
-    classes = query_classes(work, recall)
-    recall_list = recall["identifier"] + recall["cjk"]
-    log(f"  search: {sum(map(len, classes.values()))} queries; {len(recall_list)} recall queries")
-    h = (
-        hermes_side(
-            venv,
-            {
-                "op": "search",
-                "db": str(theirs),
-                "classes": classes,
-                "rounds": rounds,
-                "recall": recall_list,
-            },
-        )
-        if venv
-        else None
-    )
+    h: dict[str, Any] | None = None
+    if venv and cache:
+        h, classes, recall = hermes_search(venv, cache, work, texts, rounds)
+    else:
+        recall = recall_queries(texts)
+        classes = query_classes(work, recall)
+    log(f"  engine search: {sum(map(len, classes.values()))} queries")
     conn = connect(ours)
     # The ids the engine's hits map back to: (session, seq) -> message index.
     seq0 = int(conn.execute("SELECT MIN(seq) FROM messages").fetchall()[0][0])
@@ -406,14 +420,19 @@ def bench_search(
     for name, queries in classes.items():
         for q in queries:
             search_messages(conn, q, limit=20)
-        mine = latency_summary(
-            time_queries(lambda q: search_messages(conn, q, limit=20), queries, rounds)
-        )
+        wall, cpu = _time_wall_cpu(lambda q: search_messages(conn, q, limit=20), queries, rounds)
+        mine, mine_cpu = latency_summary(wall), latency_summary(cpu)
         hers = latency_summary(h["times"][name]) if h else {"p50_ms": None, "p99_ms": None}
+        hers_cpu = latency_summary(h["cpu_times"][name]) if h else {"p50_ms": None}
         emit(
             BENCH, f"search_{name}", value=mine["p50_ms"], unit="ms p50", p99_ms=mine["p99_ms"],
             hermes_p50_ms=hers["p50_ms"], hermes_p99_ms=hers["p99_ms"],
             vs_hermes=ratio(mine["p50_ms"], hers["p50_ms"]) if h else None,
+            cpu_p50_ms=mine_cpu["p50_ms"], hermes_cpu_p50_ms=hers_cpu["p50_ms"],
+            vs_hermes_cpu=ratio(mine_cpu["p50_ms"], hers_cpu["p50_ms"]) if h else None,
+            hermes_cached=h["cached"] if h else None,
+            hermes_measured_at=h["measured_at"] if h else None,
+            hermes_loadavg=h["loadavg"][0] if h else None,
             floor=round(statistics.median(scan) * 1000, 3), floor_kind="substring scan ms",
             target="p50 <= Hermes; p99 <= 50 ms at 5M",
             ok=(not h or mine["p50_ms"] <= hers["p50_ms"]) and mine["p99_ms"] <= 50,
@@ -437,6 +456,21 @@ def bench_search(
             target=1.0, ok=value == 1.0, messages=n,
         )  # fmt: skip
     conn.close()
+
+
+def _time_wall_cpu(
+    fn: Callable[[str], object], queries: list[str], rounds: int
+) -> tuple[list[float], list[float]]:
+    """Wall and this thread's CPU seconds per call of ``fn(query)``, ``rounds`` passes."""
+    wall: list[float] = []
+    cpu: list[float] = []
+    for _ in range(rounds):
+        for q in queries:
+            t0, c0 = time.perf_counter(), time.thread_time()
+            fn(q)
+            wall.append(time.perf_counter() - t0)
+            cpu.append(time.thread_time() - c0)
+    return wall, cpu
 
 
 # -- sessions list ------------------------------------------------------------------------------
@@ -474,30 +508,53 @@ def build_list_store(path: Path, n: int) -> None:
     store.close()
 
 
-def bench_list(venv: Path, sessions: int, runs: int) -> None:
+def hermes_list(venv: Path, sessions: int, runs: int, *, fresh: bool = False) -> dict[str, Any]:
+    """Hermes' ``sessions list`` cold start and bare interpreter start (cached)."""
+    kept = cached_list(HERMES_VERSION, sessions, runs)
+    if kept.exists() and not fresh:
+        h: dict[str, Any] = json.loads(kept.read_text())
+        log(f"  hermes list: cached ({h['measured_at']}, load {h['loadavg'][0]})")
+        return {**h, "cached": True}
+    theirs = out_dir() / f"vs_list_{sessions}" / "hermes"
+    if not (theirs / "state.db").exists():
+        shutil.rmtree(theirs, ignore_errors=True)
+        theirs.mkdir(parents=True)
+        log(f"  Hermes list store: {sessions:,} sessions")
+        hermes_side(venv, {"op": "sessions", "db": str(theirs / "state.db"), "n": sessions})
+    env = {**os.environ, "HERMES_HOME": str(theirs)}
+    their_cmd = [str(venv / "bin" / "hermes"), "sessions", "list"]
+    _median_wall(their_cmd, env, 2)  # page cache, .pyc files
+    h = stamp(
+        {
+            "floor_s": _median_wall([str(venv / "bin" / "python"), "-c", "pass"], env, runs),
+            "list_s": _median_wall(their_cmd, env, runs),
+        }
+    )
+    kept.write_text(json.dumps(h))
+    return {**h, "cached": False}
+
+
+def bench_list(venv: Path, sessions: int, runs: int, *, fresh: bool = False) -> None:
     """Cold start of ``hermes sessions list`` in both projects, beside bare interpreter starts."""
     home = out_dir() / f"vs_list_{sessions}"
-    ours, theirs = home / "ours", home / "hermes"
-    if not (theirs / "state.db").exists() or not (ours / "state.db").exists():
-        shutil.rmtree(home, ignore_errors=True)
+    ours = home / "ours"
+    if not (ours / "state.db").exists():
+        shutil.rmtree(ours, ignore_errors=True)
         ours.mkdir(parents=True)
-        theirs.mkdir(parents=True)
-        log(f"  list stores: {sessions:,} sessions each")
-        hermes_side(venv, {"op": "sessions", "db": str(theirs / "state.db"), "n": sessions})
+        log(f"  list store: {sessions:,} sessions")
         build_list_store(ours / "state.db", sessions)
     env = dict(os.environ)
     our_cmd = [sys.executable, "-c", "from hermes_es.cli import main; main()", "sessions", "list"]
-    their_cmd = [str(venv / "bin" / "hermes"), "sessions", "list"]
-    for cmd, home_dir in ((our_cmd, ours), (their_cmd, theirs)):
-        _median_wall(cmd, {**env, "HERMES_HOME": str(home_dir)}, 2)  # page cache, .pyc files
+    _median_wall(our_cmd, {**env, "HERMES_HOME": str(ours)}, 2)  # page cache, .pyc files
+    h = hermes_list(venv, sessions, runs, fresh=fresh)
     floor_ours = _median_wall([sys.executable, "-c", "pass"], env, runs)
-    floor_theirs = _median_wall([str(venv / "bin" / "python"), "-c", "pass"], env, runs)
+    floor_theirs, hers = float(h["floor_s"]), float(h["list_s"])
     mine = _median_wall(our_cmd, {**env, "HERMES_HOME": str(ours)}, runs)
-    hers = _median_wall(their_cmd, {**env, "HERMES_HOME": str(theirs)}, runs)
     emit(
         BENCH, "list_cold_start", value=mine * 1000, unit="ms", hermes_ms=hers * 1000,
         vs_hermes=ratio(mine, hers), floor=floor_ours * 1000, ratio=ratio(mine, floor_ours),
-        hermes_floor_ms=floor_theirs * 1000, target="<= 0.4x Hermes at 100k sessions",
+        hermes_floor_ms=floor_theirs * 1000, hermes_cached=h["cached"],
+        hermes_measured_at=h["measured_at"], target="<= 0.4x Hermes at 100k sessions",
         ok=mine <= 0.4 * hers, sessions=sessions,
     )  # fmt: skip
 
@@ -571,6 +628,47 @@ def bench_import(
 # -- one size -------------------------------------------------------------------------------------
 
 
+def hermes_build(venv: Path, cache: HermesCache, work: Workload, timed: int) -> dict[str, Any]:
+    """The Hermes side's build result and bytes (from the cache when it holds them)."""
+    found = cache.build()
+    if found is not None:
+        log(f"{work.n:,} messages: Hermes build cached ({found['measured_at']},"
+            f" load {found['loadavg'][0]}): {cache.db}")  # fmt: skip
+        return {**found, "cached": True}
+    log(f"{work.n:,} messages: Hermes build ({timed:,} timed appends) into {cache.db}")
+    db = cache.start_build()
+    result = hermes_side(
+        venv, {"op": "build", "db": str(db), "n": work.n, "seed": work.seed, "timed": timed}
+    )
+    result["dbstat"] = dbstat(db)
+    cache.save_build(result)
+    log(f"  hermes: bulk {result['bulk_s']:.1f}s, appends {result['append_s']:.1f}s")
+    return {**stamp(result), "cached": False}
+
+
+def _wait_for(ready: Callable[[], bool], seconds: float, what: Path) -> bool:
+    """Poll ``ready`` every 20 s for up to ``seconds``; whether it became true."""
+    deadline = time.monotonic() + seconds
+    while not ready():
+        if time.monotonic() >= deadline:
+            return False
+        log(f"  waiting for {what} (another run fills it)")
+        time.sleep(20)
+    return True
+
+
+def run_hermes_only(venv: Path, n: int, args: argparse.Namespace) -> None:
+    """Fill the cache with the Hermes side at ``n`` messages (build, bytes, search)."""
+    work = Workload(n, args.seed)
+    timed = min(args.timed, n // 5)
+    cache = HermesCache(HERMES_VERSION, work, timed, fresh=args.hermes_fresh)
+    hermes_build(venv, cache, work, timed)
+    if "search" in args.figures:
+        texts = [m.content for m in work.messages()]
+        hermes_search(venv, cache, work, texts, args.rounds)
+    log(f"{n:,} messages: Hermes side cached in {cache.folder}")
+
+
 def run_size(venv: Path | None, n: int, args: argparse.Namespace) -> None:
     """Every figure at ``n`` messages."""
     figures = set(args.figures)
@@ -579,14 +677,13 @@ def run_size(venv: Path | None, n: int, args: argparse.Namespace) -> None:
     folder = out_dir() / f"vs_{n}"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    ours, theirs = folder / "ours.db", folder / "hermes" / "state.db"
-    theirs.parent.mkdir()
+    ours = folder / "ours.db"
     h: dict[str, Any] | None = None
+    cache: HermesCache | None = None
     if venv:
-        log(f"{n:,} messages: Hermes build ({timed:,} timed appends)")
-        h = hermes_side(venv, {"op": "build", "db": str(theirs), "n": n, "seed": args.seed,
-                               "timed": timed})  # fmt: skip
-        log(f"  hermes: bulk {h['bulk_s']:.1f}s, appends {h['append_s']:.1f}s")
+        cache = HermesCache(HERMES_VERSION, work, timed, fresh=args.hermes_fresh)
+        if not args.hermes_cached_only:
+            h = hermes_build(venv, cache, work, timed)
     floors: dict[str, tuple[float, float]] = {}
     if args.log_build:
         log(f"{n:,} messages: engine log only, then rebuild (no timed appends)")
@@ -603,6 +700,17 @@ def run_size(venv: Path | None, n: int, args: argparse.Namespace) -> None:
         floors["append"] = floor_append(folder / "floor_append.db", work, timed)
         floors["batched"] = floor_batched(folder / "floor_batched.db", work)
         floors["batched_plain"] = floor_batched(folder / "floor_plain.db", work, fts=False)
+    if venv and cache and h is None:  # --hermes-cached-only: wait for another run to fill it
+        if _wait_for(lambda: cache.build() is not None, args.hermes_wait, cache.folder):
+            h = hermes_build(venv, cache, work, timed)
+            if "search" in figures:
+                _wait_for(lambda: cache.has_search(), args.hermes_wait, cache.folder)
+        else:
+            log(f"{n:,} messages: no cached Hermes side ({cache.folder}); this project only")
+            cache = None
+    theirs = cache.db if cache else folder / "hermes" / "state.db"
+    if cache is None:
+        venv = None
     if "append" in figures:
         mine_rate = timed / mine["append_s"]
         hers_rate = timed / h["append_s"] if h else None
@@ -611,13 +719,17 @@ def run_size(venv: Path | None, n: int, args: argparse.Namespace) -> None:
             BENCH, "append", value=mine_rate, unit="msgs/s", hermes=hers_rate,
             vs_hermes=ratio(mine_rate, hers_rate) if hers_rate else None,
             vs_hermes_cpu=ratio(h["append_cpu"], mine["append_cpu"]) if h else None,
+            hermes_cached=h["cached"] if h else None,
+            hermes_measured_at=h["measured_at"] if h else None,
+            hermes_loadavg=h["loadavg"][0] if h else None,
             floor=timed / floor_wall, ratio=round(floor_wall / mine["append_s"], 3),
             cpu_ratio=round(floor_cpu / mine["append_cpu"], 3),
             target=">= 3x Hermes", ok=mine_rate >= 3 * hers_rate if hers_rate else None,
             appended=timed, messages=n,
         )  # fmt: skip
     if "bytes" in figures:
-        stat_mine, stat_hers = dbstat(ours), dbstat(theirs) if h else {}
+        stat_mine = dbstat(ours)
+        stat_hers: dict[str, int] = h["dbstat"] if h else {}
         mine_b, hers_b = sum(stat_mine.values()) / n, sum(stat_hers.values()) / n
         floor_stat = dbstat(folder / "floor_batched.db")
         emit(
@@ -632,7 +744,7 @@ def run_size(venv: Path | None, n: int, args: argparse.Namespace) -> None:
              hermes={k: round(v / n, 1) for k, v in stat_hers.items()})  # fmt: skip
     if "search" in figures:
         texts = [m.content for m in work.messages()]
-        bench_search(venv, work, ours, theirs, texts, args.rounds)
+        bench_search(venv, cache, work, ours, texts, args.rounds)
         del texts
     if "import" in figures and n <= args.import_max:
         bench_import(ours, theirs if h else None, work, floors)
@@ -663,6 +775,27 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="write only the log (big batches), then rebuild: sizes like 5,000,000 (no append)",
     )
+    parser.add_argument(
+        "--hermes-fresh",
+        action="store_true",
+        help="measure the Hermes side again instead of reading bench/out/hermes-cache",
+    )
+    parser.add_argument(
+        "--hermes-cached-only",
+        action="store_true",
+        help="take the Hermes side only from bench/out/hermes-cache; sizes without it run alone",
+    )
+    parser.add_argument(
+        "--hermes-wait",
+        type=float,
+        default=0.0,
+        help="with --hermes-cached-only: seconds to wait for another run to fill the cache",
+    )
+    parser.add_argument(
+        "--hermes-only",
+        action="store_true",
+        help="only fill the Hermes cache (build, bytes, search) for --sizes",
+    )
     args = parser.parse_args(argv)
     args.figures = [f.strip() for f in args.figures.split(",") if f.strip()]
     unknown = sorted(set(args.figures) - set(FIGURES))
@@ -671,11 +804,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.sizes, args.sessions, args.timed, args.runs, args.rounds = "10000", 10_000, 1000, 5, 2
     emit(BENCH, "machine", **machine_info())
+    if args.hermes_only and args.no_hermes:
+        parser.error("--hermes-only and --no-hermes exclude each other")
     venv = None if args.no_hermes else hermes_venv()
-    for n in [int(s) for s in args.sizes.split(",") if s.strip()]:
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    if args.hermes_only:
+        assert venv is not None
+        for n in sizes:
+            run_hermes_only(venv, n, args)
+        if "list" in args.figures:
+            hermes_list(venv, args.sessions, args.runs, fresh=args.hermes_fresh)
+        return 0
+    for n in sizes:
         run_size(venv, n, args)
     if "list" in args.figures and venv:
-        bench_list(venv, args.sessions, args.runs)
+        bench_list(venv, args.sessions, args.runs, fresh=args.hermes_fresh)
     return 0
 
 

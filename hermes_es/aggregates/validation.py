@@ -103,9 +103,26 @@ def check_parent_kind(kind: str) -> str:
     return kind
 
 
+_ENCODE = msgspec.msgpack.Encoder().encode
+
+
 def _bad_text(value: object, where: str) -> tuple[str, str, int] | None:
     """(field path, text, index) of the first string under ``value`` that is not valid
-    Unicode (a lone surrogate), or None."""
+    Unicode (a lone surrogate), or None.
+
+    Encoding ``value`` with msgspec checks every string in C (about 2 µs for a message, where
+    walking its fields in Python took about 40 µs); only a value that fails to encode is
+    walked, to name the field.
+    """
+    try:
+        _ENCODE(value)
+    except (UnicodeEncodeError, TypeError, ValueError, OverflowError):
+        return _walk_text(value, where)
+    return None
+
+
+def _walk_text(value: object, where: str) -> tuple[str, str, int] | None:
+    """``_bad_text`` field by field."""
     if isinstance(value, str):
         if value.isascii():
             return None
@@ -116,17 +133,17 @@ def _bad_text(value: object, where: str) -> tuple[str, str, int] | None:
         return None
     if isinstance(value, msgspec.Struct):
         for name in value.__struct_fields__:
-            found = _bad_text(getattr(value, name), f"{where}.{name}" if where else name)
+            found = _walk_text(getattr(value, name), f"{where}.{name}" if where else name)
             if found:
                 return found
     elif isinstance(value, Mapping):
         for key, item in value.items():
-            found = _bad_text(key, f"{where} key") or _bad_text(item, f"{where}.{key}")
+            found = _walk_text(key, f"{where} key") or _walk_text(item, f"{where}.{key}")
             if found:
                 return found
     elif isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            found = _bad_text(item, f"{where}[{index}]")
+            found = _walk_text(item, f"{where}[{index}]")
             if found:
                 return found
     return None

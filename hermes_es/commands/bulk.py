@@ -8,6 +8,11 @@ inside its own SAVEPOINT: a unit that fails is rolled back alone (its events, it
 rows and the batch's in-memory states) and the group goes on, so a caller can skip that
 session and report it exactly as it did with one transaction each.
 
+The group's full-text rows are written once, when it commits (``ProjectionSet.deferred_index``,
+as the gateway's group commit does): FTS5 writes its pending rows out as a new index segment at
+every SAVEPOINT, which made one tiny segment per session, most of a migration's CPU time and an
+index of many segments that every later search probes.
+
 What a crash loses is the uncommitted group, never a committed one; a re-run skips the
 sessions already present, as before, and resumes with the first group not committed.
 """
@@ -49,7 +54,11 @@ class GroupedUnits:
     def _open(self) -> Batch:
         if self._batch is None:
             stack = ExitStack()
-            self._batch = stack.enter_context(self.store.transaction())
+            batch = stack.enter_context(self.store.transaction())
+            deferred_index = getattr(self.store.projections, "deferred_index", None)
+            if deferred_index is not None:  # exits first: the index rows, then the commit
+                stack.enter_context(deferred_index(batch.conn))
+            self._batch = batch
             self._stack = stack
         return self._batch
 
@@ -62,6 +71,8 @@ class GroupedUnits:
         """
         batch = self._open()
         conn = batch.conn
+        projections = self.store.projections
+        mark = projections.mark() if hasattr(projections, "mark") else -1
         conn.execute(f"SAVEPOINT {_SAVEPOINT}")
         try:
             yield batch
@@ -69,6 +80,8 @@ class GroupedUnits:
         except BaseException as exc:
             conn.execute(f"ROLLBACK TO {_SAVEPOINT}")
             conn.execute(f"RELEASE {_SAVEPOINT}")
+            if mark >= 0:
+                projections.undo_to(mark)  # the index rows it deferred go too
             batch.discard()
             if isinstance(exc, IntegrityError):
                 raise ConflictError.lost_race(exc) from exc

@@ -669,6 +669,9 @@ class HermesDb:
     def _message_from_row(
         self, row: dict[str, SQLiteValue], session_id: str, fallback_time: float
     ) -> LegacyMessage | None:
+        quick = _plain_message(row, session_id)
+        if quick is not None:
+            return quick
         row_id = cast(int, row["id"])
         where = f"message row {row_id} in session {session_id}"
         role = row.get("role")
@@ -741,6 +744,78 @@ class HermesDb:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+_MESSAGE_TEXT = ("content", "tool_call_id", "tool_name", "finish_reason", "reasoning",
+                 "reasoning_content")  # fmt: skip
+_MESSAGE_FIELDS = frozenset(
+    {"id", "session_id", "role", "timestamp", "tool_calls", "token_count", "active", "compacted",
+     *_MESSAGE_TEXT}
+)  # fmt: skip
+"""The ``messages`` columns ``LegacyMessage`` has a field for (the rest go to ``extra``)."""
+
+
+def _plain_message(row: dict[str, SQLiteValue], session_id: str) -> LegacyMessage | None:
+    """The message of a row whose every field has its usual type, or None.
+
+    Most rows hold text or NULL in the text columns, a number in ``timestamp``, integers or
+    NULL in the counts and flags, and a JSON list of objects (or nothing) in ``tool_calls``:
+    those are read here in one pass, the same values ``_RowReader`` would give. Any other row
+    (NULL timestamp, a BLOB, a number in a text column, bad JSON, an unknown role) is left to
+    the checked path, which reports what it changes.
+    """
+    get = row.get
+    role = get("role")
+    if role not in _CONVERSATION_ROLES:
+        return None
+    for name in _MESSAGE_TEXT:
+        value = get(name)
+        if value is not None and type(value) is not str:
+            return None
+    timestamp = get("timestamp")
+    if type(timestamp) is not float and type(timestamp) is not int:
+        return None
+    token_count, active, compacted = get("token_count"), get("active"), get("compacted")
+    for number in (token_count, active, compacted):
+        if number is not None and type(number) is not int:
+            return None
+    calls: list[dict[str, Any]] = []
+    raw = get("tool_calls")
+    if raw is not None:
+        if type(raw) is not str:
+            return None
+        if raw.strip():
+            try:
+                decoded = msgspec.json.decode(raw)
+            except msgspec.DecodeError:
+                return None
+            if isinstance(decoded, dict):
+                decoded = [decoded]
+            if not isinstance(decoded, list) or not all(isinstance(c, dict) for c in decoded):
+                return None
+            calls = decoded
+    extra = {
+        name: _extra_value(value)
+        for name, value in row.items()
+        if value is not None and name not in _MESSAGE_FIELDS
+    }
+    return LegacyMessage(
+        row_id=cast(int, row["id"]),
+        session_id=session_id,
+        role=cast(Role, role),
+        content=cast(str | None, get("content")) or "",
+        timestamp=float(timestamp),
+        tool_calls=calls,
+        tool_call_id=cast(str | None, get("tool_call_id")),
+        tool_name=cast(str | None, get("tool_name")),
+        token_count=cast(int | None, token_count),
+        finish_reason=cast(str | None, get("finish_reason")),
+        reasoning=cast(str | None, get("reasoning")),
+        reasoning_content=cast(str | None, get("reasoning_content")),
+        active=True if active is None else active != 0,
+        compacted=False if compacted is None else compacted != 0,
+        extra=extra,
+    )
 
 
 def read_hermes_db(path: str | os.PathLike[str]) -> HermesDb:

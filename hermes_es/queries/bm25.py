@@ -18,13 +18,15 @@ of every indexed word starting with ``t``: it costs time in proportion to the st
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import cast
 
 import apsw
 import msgspec
 
 from hermes_es.projections.fts import PREFIX_INDEX
-from hermes_es.queries.fts_query import parse_terms
+from hermes_es.queries.fts_query import Term, parse_terms
+from hermes_es.queries.tokens import text_tokenizer
 
 _PREFIX_EXPANSION = "0123456789abcdefghijklmnopqrstuvwxyz"
 """Third characters of the indexed three-character prefixes a two-character prefix becomes."""
@@ -69,17 +71,17 @@ def _non_ascii_terms(conn: apsw.Connection, stem: str) -> list[str] | None:
     return sorted({str(r[0])[: len(stem) + 1] for r in rows})
 
 
-def _plan_terms(conn: apsw.Connection, query: str) -> list[_Term]:
+def _plan_terms(conn: apsw.Connection, terms: Sequence[Term]) -> list[_Term]:
     """The query's terms; a two-letter prefix becomes the word plus its indexed 3-prefixes.
 
     FTS5 answers ``co*`` by merging the doclist of every word starting with ``co`` (there is
     no two-character prefix index), which ignores LIMIT and rowid bounds. ``"co" OR "coa"* OR
     …`` matches the same rows through the three-character prefix index, newest first.
     """
-    tokenizer = conn.fts5_tokenizer("hermes", [])
+    tokenizer = text_tokenizer(conn)
     out: list[_Term] = []
-    for term in parse_terms(query):
-        tokens = [str(t[2]) for t in tokenizer(term.text.encode(), apsw.FTS5_TOKENIZE_QUERY, None)]
+    for term in terms:
+        tokens = [t[2] for t in tokenizer(term.text.encode(), apsw.FTS5_TOKENIZE_QUERY, None)]
         first = tokens[0] if len(tokens) == 1 else ""
         others = None
         expandable = len(first) == _EXPANDED_LENGTH and all(c in _PREFIX_EXPANSION for c in first)
@@ -193,21 +195,30 @@ def _estimated_hits(conn: apsw.Connection, found: int, oldest: int, rows: int) -
 
 
 def _term_hits(
-    conn: apsw.Connection, term: _Term, cap: int, rows: int, newest: tuple[int, int] | None = None
+    conn: apsw.Connection,
+    term: _Term,
+    cap: int,
+    rows: int,
+    newest: tuple[int, int] | None = None,
+    counted: tuple[int, int] | None = None,
 ) -> float:
     """How many rows match ``term``: exact when few, else estimated from its newest ``cap``.
 
     A one-word term is counted up to ``COUNT_CAP`` (a doclist walk, ~2 ms for 20,000 rows); a
     phrase only up to ``cap`` (checking positions costs more). ``newest`` is (found, oldest row
-    id) of a pass over the newest ``cap`` matches already made.
+    id) of a pass over the newest ``cap`` matches already made; ``counted`` the same of the
+    ``COUNT_CAP`` pass of a one-word term, when the caller made it.
     """
     expr = term.expr()
     if term.single_token:
-        found, oldest = conn.execute(
-            "SELECT count(*), min(rowid) FROM (SELECT rowid FROM messages_fts"
-            " WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT ?)",
-            (expr, COUNT_CAP),
-        ).fetchone()
+        found, oldest = (
+            counted
+            or conn.execute(
+                "SELECT count(*), min(rowid) FROM (SELECT rowid FROM messages_fts"
+                " WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT ?)",
+                (expr, COUNT_CAP),
+            ).fetchone()
+        )
         if int(found) < COUNT_CAP:
             return float(found)
         newest = (int(found), int(oldest))  # a bigger sample than the window's
@@ -226,9 +237,17 @@ def _term_hits(
 class Candidates:
     """Recency-ordered pages of matches, scored with bm25 once its statistics are known."""
 
-    def __init__(self, conn: apsw.Connection, query: str) -> None:
+    def __init__(
+        self,
+        conn: apsw.Connection,
+        query: str,
+        terms: Sequence[Term] | None = None,
+        counted: tuple[int, int] | None = None,
+    ) -> None:
         self.conn = conn
-        self.terms = _plan_terms(conn, query)
+        self.counted = counted
+        """(matches up to ``COUNT_CAP``, oldest row id) of a one-word query, counted already."""
+        self.terms = _plan_terms(conn, parse_terms(query) if terms is None else terms)
         self.match = " AND ".join(t.expr() for t in self.terms)
         self.freq = _Frequencies(self.terms)
         conn.register_fts5_function("hermes_frequencies", self.freq)
@@ -267,5 +286,6 @@ class Candidates:
         if len(self.terms) == 1:
             if complete:
                 return [_idf(rows, float(found))]
-            return [_idf(rows, _term_hits(self.conn, self.terms[0], cap, rows, (found, oldest)))]
+            hits = _term_hits(self.conn, self.terms[0], cap, rows, (found, oldest), self.counted)
+            return [_idf(rows, hits)]
         return [_idf(rows, _term_hits(self.conn, t, cap, rows)) for t in self.terms]

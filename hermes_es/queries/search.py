@@ -11,8 +11,10 @@ recent ``window`` are ranked. The candidates are sorted by score in Python, join
 made only for the hits returned. If the filters leave fewer hits than asked for, the next,
 eight times larger, page of older matches joins the pool, until the matches run out.
 
-Scoring of the bounded window lives in ``queries/bm25.py``; snippets in
-``queries/snippets.py``.
+Where the window plan's statistics are exact (every match fits the window, or a one-word
+query with fewer than ``COUNT_CAP`` matches), FTS5's own ``bm25()`` scores the same candidates
+in C, with the same scores (``queries/search_plan.py``); otherwise the window is scored in
+Python (``queries/bm25.py``). Snippets: ``queries/snippets.py``.
 """
 
 from __future__ import annotations
@@ -23,12 +25,15 @@ import apsw
 import msgspec
 
 from hermes_es.queries.bm25 import Candidates
-from hermes_es.queries.fts_query import build_match
+from hermes_es.queries.fts_query import Term, parse_terms
 from hermes_es.queries.listing import DEFAULT_HIDDEN_SOURCES
+from hermes_es.queries.search_plan import exact_pool
 from hermes_es.queries.snippets import SNIPPET_CLOSE, SNIPPET_OPEN, Highlighter
 
 CANDIDATE_WINDOW = 2000
 """How many most-recent matches the bounded plan ranks before widening."""
+PLANS = ("bounded", "window", "full")
+"""``search_messages`` plans: see its docstring."""
 AUTOMATION_SOURCES = DEFAULT_HIDDEN_SOURCES
 """Sources left out of a default search (name them with ``sources`` to search them)."""
 
@@ -85,10 +90,11 @@ def hits_from(
     limit: int,
     where: str,
     params: list[object],
+    terms: Sequence[Term] | None = None,
 ) -> list[SearchHit]:
     """The best ``limit`` pool entries that pass the filters, with snippets."""
     found: list[SearchHit] = []
-    marker = Highlighter(conn, query)
+    marker = Highlighter(conn, query, terms)
     start, chunk = 0, max(2 * limit, 16)
     while start < len(pool):
         part = pool[start : start + chunk]
@@ -176,11 +182,15 @@ def search_messages(
     """Messages matching ``query`` (any text is safe), best bm25 first.
 
     ``plan="bounded"`` ranks the ``window`` most recent matches (all of them when there are
-    fewer); ``plan="full"`` ranks every match (plain ``ORDER BY rank``).
+    fewer), by FTS5's ``bm25()`` where its statistics equal the window plan's
+    (``queries/search_plan.py``), else in Python; ``plan="window"`` always scores in Python
+    (the reference the bounded plan must equal); ``plan="full"`` ranks every match (plain
+    ``ORDER BY rank``).
     """
-    match = build_match(query)
-    if match is None or limit <= 0:
+    terms = parse_terms(query)
+    if not terms or limit <= 0:
         return []
+    match = " AND ".join(term.to_fts() for term in terms)
     where, params = _filters(sources, roles, exclude_sources)
     own = getattr(conn, "search_messages", None)
     if own is not None:  # a backend with its own full-text index (PostgreSQL)
@@ -188,31 +198,24 @@ def search_messages(
         return hits
     if plan == "full":
         return _ranked(conn, match, None, limit, where, params)
-    if plan != "bounded":
+    if plan not in PLANS:
         raise ValueError(f"unknown search plan {plan!r}")
-    if " AND " in match and "*" not in match:
-        # Several terms with few matches together (the window would hold them all): FTS5
-        # ranks them in C with the same bm25, instead of the window plan counting each
-        # term's own matches for its idf. Prefix queries keep the window plan (it expands
-        # one-letter prefixes); one-term queries gain nothing (measured).
-        count = conn.execute(
-            "SELECT COUNT(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?"
-            " LIMIT ?)",
-            (match, window + 1),
-        ).fetchall()[0][0]
-        if count <= window:
-            ranked = conn.execute(
-                "SELECT rank, rowid FROM messages_fts WHERE messages_fts MATCH ?", (match,)
-            ).fetchall()
-            return hits_from(conn, query, sorted(ranked), limit, where, params)
-    candidates = Candidates(conn, query)
+    counted: tuple[int, int] | None = None
+    if plan == "bounded":
+        exact = exact_pool(conn, terms, match, window)
+        if exact.pool is not None:
+            hits = hits_from(conn, query, exact.pool, limit, where, params, terms)
+            if exact.complete or len(hits) >= limit:
+                return hits
+        counted = exact.counted
+    candidates = Candidates(conn, query, terms, counted)
     pool: list[tuple[float, int]] = []
     below: int | None = None
     size = window
     while True:
         batch = candidates.page(below, size)
         pool = sorted([*pool, *batch])
-        hits = hits_from(conn, query, pool, limit, where, params)
+        hits = hits_from(conn, query, pool, limit, where, params, terms)
         if len(batch) < size or len(hits) >= limit:
             return hits
         below = min(rowid for _, rowid in batch)

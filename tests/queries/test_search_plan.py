@@ -1,0 +1,130 @@
+"""The bounded plan's FTS5-scored paths equal the window plan (Python bm25) on a seeded corpus."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+import msgspec
+import pytest
+
+from hermes_es.commands.engine import SessionEngine
+from hermes_es.projections.catalog import connect
+from hermes_es.queries import bm25
+from hermes_es.queries.fts_query import parse_terms
+from hermes_es.queries.search import SearchHit, search_messages
+from hermes_es.queries.search_plan import exact_pool
+
+_WORDS = [f"w{k}" for k in range(400)]
+_WEIGHTS = [1.0 / (k + 2.0) for k in range(400)]
+_SOURCES = ("cli", "telegram", "cron", "discord")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[apsw.Connection]:
+    """1,200 messages of Zipf-distributed words, identifiers and CJK over four sources."""
+    rng = random.Random(20261201)
+    home = tmp_path_factory.mktemp("plan")
+    with SessionEngine.open(home) as engine:
+        for k in range(120):
+            sid = engine.start_session(_SOURCES[k % 4], cwd=str(home))
+            turn = []
+            for j in range(10):
+                words = rng.choices(_WORDS, weights=_WEIGHTS, k=rng.randint(3, 40))
+                if rng.random() < 0.1:
+                    words.insert(0, f"chat-send TKT-{rng.randint(1, 30):03d}")
+                if rng.random() < 0.05:
+                    words.append("全文搜索")
+                turn.append(
+                    {"role": "user" if j % 2 == 0 else "assistant", "content": " ".join(words)}
+                )
+            engine.append_turn(sid, turn)
+    conn = connect(home / "state.db")
+    yield conn
+    conn.close()
+
+
+_QUERIES = [
+    *(f"w{k}" for k in (0, 1, 2, 5, 9, 20, 50, 120, 399)),
+    "w0 w1", "w3 w77", "w1 w2 w3", '"w0 w1"', '"w4 w5"', "w1*", "w2 w3*",
+    "chat-send", "TKT-007", "全文搜索", "w9 全文搜索", "nothing-matches-this",
+]  # fmt: skip
+
+
+def _same(
+    corpus: apsw.Connection, a: list[SearchHit], b: list[SearchHit], query: str, label: str = ""
+) -> None:
+    """Same hits, order and snippets; same scores as the window plan for one term, and as
+    FTS5's ``bm25()`` for several terms (whose idfs the window plan may estimate)."""
+    assert [(h.message_id, h.snippet, h.session_id, h.seq) for h in a] == [
+        (h.message_id, h.snippet, h.session_id, h.seq) for h in b
+    ], label or query
+    if len(parse_terms(query)) > 1:
+        full = {
+            h.message_id: h.score for h in search_messages(corpus, query, limit=5000, plan="full")
+        }
+        b = [msgspec.structs.replace(h, score=full[h.message_id]) for h in b]
+    assert all(math.isclose(x.score, y.score, rel_tol=1e-9) for x, y in zip(a, b, strict=True))
+
+
+@pytest.mark.parametrize("window", [2000, 60])
+@pytest.mark.parametrize("count_cap", [20_000, 300, 2])
+def test_bounded_plan_equals_window_plan(
+    corpus: apsw.Connection, monkeypatch: pytest.MonkeyPatch, window: int, count_cap: int
+) -> None:
+    """Same hits, order, snippets and (to rounding) scores as scoring every window in Python."""
+    monkeypatch.setattr(bm25, "COUNT_CAP", count_cap)
+    filters: list[dict[str, list[str]]] = [{}, {"sources": ["telegram"]}, {"roles": ["user"]}]
+    for query in _QUERIES:
+        for limit in (7,):
+            for f in filters:
+                bounded = search_messages(corpus, query, limit=limit, window=window, **f)
+                reference = search_messages(
+                    corpus, query, limit=limit, window=window, plan="window", **f
+                )
+                _same(corpus, bounded, reference, query, f"{query} {limit} {f}")
+        hidden = search_messages(corpus, query, window=window, exclude_sources=["cron"])
+        assert all(h.source != "cron" for h in hidden)
+        _same(
+            corpus,
+            hidden,
+            search_messages(corpus, query, window=window, exclude_sources=["cron"], plan="window"),
+            query,
+        )
+
+
+def test_each_fts5_path_is_taken(corpus: apsw.Connection) -> None:
+    """The seeded corpus reaches every branch: all matches, newest window, count handed on."""
+    first = exact_pool(corpus, parse_terms("w120"), '"w120"', 2000)
+    assert first.complete and first.pool
+    newest = exact_pool(corpus, parse_terms("w0"), '"w0"', 60)
+    assert not newest.complete and newest.pool is not None and len(newest.pool) == 60
+    assert exact_pool(corpus, parse_terms("w1*"), '"w1"*', 60).pool is None
+    assert exact_pool(corpus, parse_terms("chat-send"), '"chat-send"', 60).pool is None
+    several = exact_pool(corpus, parse_terms("w3 w77"), '"w3" AND "w77"', 2000)
+    assert several.complete and several.pool
+
+
+def test_frequent_word_reuses_the_count(
+    corpus: apsw.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A word with at least COUNT_CAP matches is counted once and handed to the window plan."""
+    monkeypatch.setattr(bm25, "COUNT_CAP", 50)
+    found = exact_pool(corpus, parse_terms("w0"), '"w0"', 40)
+    assert found.pool is None and found.counted is not None and found.counted[0] == 50
+
+
+def test_plan_names(tmp_path: Path) -> None:
+    """An unknown plan is refused with its name."""
+    with SessionEngine.open(tmp_path) as engine:
+        sid = engine.start_session("cli", cwd=str(tmp_path))
+        engine.append_message(sid, "user", "hello")
+    conn = connect(tmp_path / "state.db")
+    try:
+        with pytest.raises(ValueError, match="unknown search plan 'fast'"):
+            search_messages(conn, "hello", plan="fast")
+    finally:
+        conn.close()
