@@ -55,6 +55,13 @@ class Workload:
         self.gen = TextGen(seed=seed)
         self.rng = random.Random(seed * 7919 + 1)
         self.start_at = 1_700_000_000.0
+        self._cached: list[Msg] | None = None
+
+    def cache(self) -> None:
+        """Generate the messages once and keep them (large sizes pass over them several
+        times: the text generator costs more than storing a message)."""
+        self._cached = None
+        self._cached = list(self.messages())
 
     @property
     def sessions(self) -> int:
@@ -104,6 +111,9 @@ class Workload:
 
     def messages(self) -> Iterator[Msg]:
         """Every message in order, lazily (the same sequence on every call)."""
+        if self._cached is not None:
+            yield from self._cached
+            return
         self.gen = TextGen(seed=self.seed)
         self.rng = random.Random(self.seed * 7919 + 1)
         for i in range(self.n):

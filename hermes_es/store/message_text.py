@@ -19,8 +19,10 @@ bytes (an id is reused after a rollback, the bytes tell the two events apart).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import apsw
+import msgspec
 
 FUNCTION = "hermes_message_text"
 """The SQL name the function is registered under."""
@@ -29,8 +31,80 @@ _CACHED_EVENTS = 4
 """Decoded multi-message events kept per connection."""
 
 
+class _Text(msgspec.Struct):
+    """Only the content of a stored message (the other fields are skipped while decoding)."""
+
+    content: str | list[dict[str, Any]] = ""
+
+
+class _One(msgspec.Struct):
+    message: _Text
+
+
+class _Many(msgspec.Struct):
+    messages: list[_Text] = []
+
+
+class _Summary(msgspec.Struct):
+    summary: list[_Text] = []
+
+
+_SHAPES: dict[str, Callable[[bytes], list[_Text]]] = {}
+_UNPACK: list[Callable[[bytes], bytes]] = []
+"""``codec.unpack``, imported on first use (zstandard stays out of light CLI start-ups)."""
+
+
+def _content_text(content: str | list[dict[str, Any]]) -> str:
+    """``validation.content_text`` without importing the aggregates at start-up."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(p["text"] for p in content if isinstance(p.get("text"), str))
+
+
+def _shapes() -> dict[str, Callable[[bytes], list[_Text]]]:
+    """Per topic of an event that stores messages: its payload decoded to just their texts."""
+    if not _SHAPES:
+        from hermes_es import events as ev
+        from hermes_es.store.codec import unpack
+
+        _UNPACK.append(unpack)
+
+        one, many = msgspec.msgpack.Decoder(_One), msgspec.msgpack.Decoder(_Many)
+        summary = msgspec.msgpack.Decoder(_Summary)
+
+        def single(data: bytes) -> list[_Text]:
+            return [one.decode(data).message]
+
+        def several(data: bytes) -> list[_Text]:
+            return many.decode(data).messages
+
+        def summaries(data: bytes) -> list[_Text]:
+            return summary.decode(data).summary
+
+        _SHAPES.update(
+            {
+                ev.MessageAppended.topic: single,
+                ev.MessageEdited.topic: single,
+                ev.TurnAppended.topic: several,
+                ev.HistoryImported.topic: several,
+                ev.CompactedInPlace.topic: summaries,
+            }
+        )
+    return _SHAPES
+
+
 def _texts(event_id: int, stream: object, version: object, topic: str, state: bytes) -> list[str]:
-    """The text of every message the event stores, in order."""
+    """The text of every message the event stores, in order.
+
+    Only the message contents are decoded; a payload that does not decode that way is decoded
+    in full by ``decode_row``, which names what is wrong (``CorruptEventError``).
+    """
+    shape = (_SHAPES or _shapes()).get(topic)
+    if shape is not None:
+        try:
+            return [_content_text(m.content) for m in shape(_UNPACK[0](state))]
+        except (msgspec.DecodeError, ValueError, TypeError):
+            pass
     from hermes_es.aggregates.validation import content_text
     from hermes_es.projections.search import new_messages
     from hermes_es.store.decoding import decode_row

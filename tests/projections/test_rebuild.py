@@ -277,3 +277,28 @@ def test_session_deleted_during_a_rebuild_stays_deleted(tmp_path: Path) -> None:
     finally:
         conn.close()
     assert all(d.equal for d in verify(db))
+
+
+def test_session_deleted_during_a_verify_starts_the_replay_over(tmp_path: Path) -> None:
+    """A delete that lands after verify replayed the session's events: verify starts over
+    (the deleted text is gone from the log) and reports every table equal."""
+    from hermes_es.commands.delete import delete_session
+    from hermes_es.commands.engine import SessionEngine
+    from hermes_es.projections.rebuild import verify
+
+    with SessionEngine.open(tmp_path) as engine:
+        gone = engine.start_session("cli", cwd=str(tmp_path))
+        engine.append_message(gone, "user", "doomed words")
+        kept = engine.start_session("cli", cwd=str(tmp_path))
+        engine.append_message(kept, "user", "kept words")
+    seen: list[tuple[int, int]] = []
+
+    def delete_mid_verify(done: int, total: int) -> None:
+        seen.append((done, total))
+        if len(seen) == 1:  # after the first replayed batch, which holds the doomed session
+            with SessionEngine.open(tmp_path) as other:
+                delete_session(other.store, gone)
+
+    diffs = verify(tmp_path / "state.db", progress=delete_mid_verify)
+    assert bad(diffs) == {}
+    assert seen[0][0] == 4 and len(seen) > 2  # the replay ran again after the race
