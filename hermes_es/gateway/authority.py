@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
+from hermes_es.aggregates.turns import next_runnable
 from hermes_es.commands import turns
 from hermes_es.commands.group_engine import GroupCommitEngine
 from hermes_es.errors import (
@@ -125,6 +126,9 @@ class SessionAuthority:
         self._responder: Any = None
         self.admitted_by: dict[tuple[str, int], str] = {}
         """(session, turn) → the key of who submitted it, while it waits to run."""
+        self.admitted_texts: dict[tuple[str, int], str] = {}
+        """(session, turn) → its prompt text as admitted, while it waits to run (no read of
+        the session's admissions from the log per turn)."""
         self.role = "owner"
         """``owner`` executes; a ``standby`` of a team (see ``ownership.py``) only serves reads."""
         self.owner_hint: Callable[[], dict[str, Any] | None] = lambda: None
@@ -190,6 +194,12 @@ class SessionAuthority:
         for session_id, version in versions.items():
             if session_id in self.subscribers and self.published.get(session_id, 0) < version:
                 self.publish(session_id)
+
+    def _after_write(self, session_id: str) -> None:
+        """After a grouped write of the session: the commit listener has already sent its
+        events (it runs before the write's waiter resumes); without one, read the log."""
+        if not self.engine.writer.reports_changes:
+            self.publish(session_id)
 
     def _committed(self, changes: list[Change]) -> None:
         """The writer stored ``changes`` (one group, log order): send the attached clients of
@@ -273,6 +283,12 @@ class SessionAuthority:
         epoch = self.epoch
         fence = self.profile if self.fenced else ""
         while not self.draining and self.role == "owner":
+            state = q.head(self._read(), session_id)
+            if state is not None and not next_runnable(state):
+                # Nothing may start (the queue is empty, or paused on an unknown turn): no
+                # trip through the writer. An admission committed after this read finds
+                # this task done and kicks a new one (no await between here and the end).
+                break
             try:
                 turn = await self.write(
                     lambda: turns.start_next(engine, session_id, epoch=epoch, fence=fence)
@@ -283,10 +299,12 @@ class SessionAuthority:
                     self.role = "lost"
                     self.on_epoch_ended()
                 break
-            self.publish(session_id)
+            self._after_write(session_id)
             if not turn:
                 break
-            text = q.admitted_text(self._read(), session_id, turn) or ""
+            text = self.admitted_texts.pop((session_id, turn), None)
+            if text is None:  # admitted before this gateway started: from the log
+                text = q.admitted_text(self._read(), session_id, turn) or ""
             actor = self._admitted_actor(session_id, turn)
             try:
                 outcome = await self.loop.run_in_executor(
@@ -322,6 +340,7 @@ class SessionAuthority:
     ) -> None:
         engine = self.engine
         self.admitted_by.pop((session_id, turn), None)
+        self.admitted_texts.pop((session_id, turn), None)
         try:
             await self.write(
                 lambda: turns.finish(
@@ -330,7 +349,7 @@ class SessionAuthority:
             )
         except RpcError as exc:
             log.error("session %s: cannot record turn %d %s: %s", session_id, turn, outcome, exc)
-        self.publish(session_id)
+        self._after_write(session_id)
 
     def _run_turn(self, session_id: str, turn: int, text: str, actor: str) -> TurnOutcome:
         """On a worker thread: the one turn runner, acting as the submitter; what it reports
@@ -567,9 +586,10 @@ class SessionAuthority:
         )
         if admission.turn and not admission.duplicate:
             self.admitted_by.setdefault((sid, admission.turn), client.principal.key)
+            self.admitted_texts.setdefault((sid, admission.turn), params.text)
         if sid not in client.sessions:
             self.attach(client, sid)
-        self.publish(sid)
+        self._after_write(sid)
         self.kick(sid)
         result: dict[str, Any] = msgspec.to_builtins(admission)
         return result
@@ -594,6 +614,8 @@ class SessionAuthority:
         sid = self._target(client, params.session_id, params.session)
         engine = self.engine_for(client.principal)
         state = await self.write(lambda: turns.cancel(engine, sid, params.turn))
+        self.admitted_by.pop((sid, params.turn), None)
+        self.admitted_texts.pop((sid, params.turn), None)
         self.publish(sid)
         return {"session_id": sid, "turn": params.turn, "queued": list(state.turn_queue)}
 

@@ -318,3 +318,30 @@ def test_message_size_limit_from_config_refuses_at_admission(
     assert admitted["turn"] == 1
     assert _types(_events(handle, sid)).count("turn.admitted") == 1  # the big one never was
     assert gateway.terminate() == 0
+
+
+def test_live_events_are_the_log_and_an_idle_turn_takes_five_writes(
+    home: Path, gateway: GatewayProcess
+) -> None:
+    """An attached client receives exactly the stored events, in order (sent from what the
+    writer just committed); a turn on an idle session takes five writer use cases (admit,
+    start, user message, reply, finish): none is spent finding the queue empty."""
+    handle = gateway.start()
+    seen: list[dict[str, Any]] = []
+    writes: list[int] = []
+    with handle.connect() as conn:
+        created = conn.call("session.create", {"title": "stream"})
+        sid = created["session_id"]
+        for sub in ("first", "second", "third"):
+            time.sleep(0.3)  # let the previous turn's runner settle
+            before = conn.call("gateway.status", {})["writer_jobs"]
+            admitted = conn.call(
+                "prompt.submit", {"session_id": sid, "submission_id": sub, "text": f"hi {sub}"}
+            )
+            final = conn.wait_turn(sid, admitted["turn"], on_event=seen.append, timeout=30)
+            assert final["event"]["outcome"] == "completed"
+            time.sleep(0.3)
+            writes.append(conn.call("gateway.status", {})["writer_jobs"] - before)
+    stored = [e for e in _events(handle, sid) if e["sequence"] > created["live_after"]]
+    assert seen == stored
+    assert writes[1:] == [5, 5]  # the first turn also stores the system prompt
