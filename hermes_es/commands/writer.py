@@ -103,8 +103,9 @@ class _Inbox:
             self.scheduled = True
             try:
                 self.loop.call_soon_threadsafe(self._drain)
-            except RuntimeError:  # a closed loop: nobody waits any more
+            except RuntimeError:  # a closed loop: nobody waits any more, keep nothing
                 self.items.clear()
+                self.scheduled = False
 
     def _drain(self) -> None:
         self.scheduled = False
