@@ -8,6 +8,7 @@ import apsw
 import msgspec
 
 from hermes_es.aggregates.state import SessionState
+from hermes_es.errors import HolderError
 from hermes_es.events import Event
 
 
@@ -31,15 +32,20 @@ def message_row_id(position: int, index: int) -> int:
     return position * MESSAGE_ID_SHIFT + index
 
 
-class ReplayRaced(Exception):
+class ReplayRaced(HolderError):
     """A replay read events of a session that was then deleted before the replay finished.
 
     The fresh tables hold that session's index entries, and the text they were made from is
-    gone with its events: the entries cannot be removed exactly, so the replay starts over.
+    gone with its events: the entries cannot be removed exactly, so the replay starts over
+    (after ``RACE_ATTEMPTS`` tries it is reported as this clear error, not a traceback).
     """
 
     def __init__(self, session_id: str) -> None:
-        super().__init__(f"session {session_id} was deleted while the replay read it")
+        super().__init__(
+            f"session {session_id} was deleted while the replay read it, several times in a "
+            "row; nothing was changed; run the command again when no deletes are running",
+            subject=session_id,
+        )
         self.session_id = session_id
 
 
