@@ -29,6 +29,7 @@ from hermes_es.store.codec import pack, unpack
 from hermes_es.store.postgres.connection import PgConnection
 from hermes_es.store.postgres.projections import PgProjectionSet
 from hermes_es.store.postgres.rebuild import REBUILD_PREFIX, log_batches
+from hermes_es.store.postgres.schema import EVENTS_TABLE
 
 Progress = Callable[[int, int], None]
 EventRow = tuple[int, str, int, str, bytes]
@@ -77,6 +78,8 @@ def bulk_load(
                     loaded += 1
                     if progress and loaded % 5000 == 0:
                         progress(loaded, 2 * total)
+            # As every write does: a listener (store/postgres/notify.py) reads the new rows.
+            curs.execute(f"NOTIFY {EVENTS_TABLE}")
         for table in fresh.tables():
             conn.execute_pg(f"DROP TABLE IF EXISTS {table}")
         fresh.create(cast(Any, conn), with_indexes=False)
