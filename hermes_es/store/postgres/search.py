@@ -26,7 +26,6 @@ from hermes_es.aggregates.state import SessionState
 from hermes_es.aggregates.validation import content_text
 from hermes_es.projections.base import Change, message_row_id
 from hermes_es.projections.search import new_messages
-from hermes_es.store.postgres.connection import adapt_sql
 from hermes_es.store.postgres.tokens import substrings, tsquery_text, tsvector_literal
 
 if TYPE_CHECKING:
@@ -95,31 +94,26 @@ class PgSearchProjector:
         )
 
 
-def _like(run: str) -> str:
-    return "%" + run.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-
-
-def page_sql(cjk: int, below: bool, where: str) -> str:
-    """One page in one statement: the ``size`` most recent matches below ``below`` (the
-    bounded window), how many there were and the oldest id among them, and, of those passing
-    the caller's filters (``where``, in the shared spelling), the best ``limit`` by
-    ``ts_rank`` with the columns a hit shows."""
-    window = "SELECT f.id, f.tsv FROM messages_fts f"
+def candidates(
+    conn: Any, tsquery: str, cjk: Sequence[str], below: int | None, size: int
+) -> list[tuple[float, int]]:
+    """(score, message id) of the ``size`` most recent matches below ``below``, best first."""
+    sql = "SELECT f.id, f.tsv FROM messages_fts f"
+    params: list[object] = [tsquery]
     if cjk:
-        window += " JOIN messages mc ON mc.id = f.id"
-    window += " WHERE f.tsv @@ %s::tsquery" + " AND mc.content ILIKE %s" * cjk
-    if below:
-        window += " AND f.id < %s"
-    window += " ORDER BY f.id DESC LIMIT %s"
-    return (
-        f"WITH c AS MATERIALIZED ({window}),"
-        " page AS (SELECT count(*) AS n, min(id) AS low FROM c)"
-        " SELECT page.n, page.low, r.* FROM page LEFT JOIN LATERAL ("
-        " SELECT c.id, -ts_rank(c.tsv, %s::tsquery) AS score, m.session_id, m.seq, m.role,"
-        " m.at, s.source, s.title, s.root_id, m.state, m.ord, m.content"
-        " FROM c JOIN messages m ON m.id = c.id JOIN sessions s ON s.id = m.session_id"
-        f" WHERE TRUE{adapt_sql(where)} ORDER BY score, c.id LIMIT %s) r ON TRUE"
-    )
+        sql += " JOIN messages m ON m.id = f.id"
+    sql += " WHERE f.tsv @@ %s::tsquery"
+    for run in cjk:
+        sql += " AND m.content ILIKE %s"
+        params.append("%" + run.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%")
+    if below is not None:
+        sql += " AND f.id < %s"
+        params.append(below)
+    sql += " ORDER BY f.id DESC LIMIT %s"
+    params.append(size)
+    ranked = f"SELECT c.id, -ts_rank(c.tsv, %s::tsquery) FROM ({sql}) c"
+    rows = conn.execute_pg(ranked, [tsquery, *params]).fetchall()
+    return sorted((float(score), int(mid)) for mid, score in rows)
 
 
 def search_messages(
@@ -132,44 +126,20 @@ def search_messages(
     window: int = CANDIDATE_WINDOW,
 ) -> list[SearchHit]:
     """Messages matching ``query``, best ``ts_rank`` first (``where``: the caller's filters)."""
-    from hermes_es.queries.search import SearchHit
-    from hermes_es.queries.snippets import Highlighter
+    from hermes_es.queries.search import hits_from
 
     tsquery = tsquery_text(query)
     if tsquery is None or limit <= 0:
         return []
-    cjk = [_like(run) for run in substrings(query)]
-    best: list[tuple[Any, ...]] = []
+    cjk = substrings(query)
+    pool: list[tuple[float, int]] = []
     below: int | None = None
     size = window
     while True:
-        args: list[object] = [tsquery, *cjk]
-        if below is not None:
-            args.append(below)
-        args += [size, tsquery, *params, limit]
-        rows = conn.execute_pg(page_sql(len(cjk), below is not None, where), args).fetchall()
-        found, low = int(rows[0][0]), rows[0][1]
-        page = [r[2:] for r in rows if r[2] is not None]
-        best = sorted([*best, *page], key=lambda r: (float(r[1]), int(r[0])))[:limit]
-        if found < size or len(best) >= limit:
-            break
-        below = int(low)
+        batch = candidates(conn, tsquery, cjk, below, size)
+        pool = sorted([*pool, *batch])
+        hits = hits_from(conn, query, pool, limit, where, params)
+        if len(batch) < size or len(hits) >= limit:
+            return hits
+        below = min(mid for _, mid in batch)
         size *= 8
-    marker = Highlighter(conn, query)  # snippets for the returned hits only
-    return [
-        SearchHit(
-            session_id=r[2],
-            seq=r[3],
-            role=r[4],
-            snippet=marker.snippet(str(r[11])),
-            score=float(r[1]),
-            at=r[5],
-            source=r[6],
-            title=r[7],
-            root_id=r[8],
-            state=r[9],
-            message_id=int(r[0]),
-            ord=r[10],
-        )
-        for r in best
-    ]
