@@ -98,10 +98,8 @@ def candidates(
     conn: Any, tsquery: str, cjk: Sequence[str], below: int | None, size: int
 ) -> list[tuple[float, int]]:
     """(score, message id) of the ``size`` most recent matches below ``below``, best first."""
-    # The window is chosen on ids alone (a sort of the matches' ids fits in memory; sorting
-    # them with their tsvectors spilled to disk at 1,000,000 messages), then only the window's
-    # tsvectors are read back for ts_rank.
-    sql = "SELECT f.id FROM messages_fts f"
+    phrase = "<->" in tsquery
+    sql = "SELECT f.id FROM messages_fts f" if phrase else "SELECT f.id, f.tsv FROM messages_fts f"
     params: list[object] = [tsquery]
     if cjk:
         sql += " JOIN messages m ON m.id = f.id"
@@ -114,7 +112,17 @@ def candidates(
         params.append(below)
     sql += " ORDER BY f.id DESC LIMIT %s"
     params.append(size)
-    ranked = f"SELECT c.id, -ts_rank(c.tsv, %s::tsquery) FROM messages_fts c WHERE c.id IN ({sql})"
+    if phrase:
+        # Phrases (identifiers, CJK words) are checked against every match's positions, so
+        # the window comes from a bitmap scan of all matches: it is chosen on ids alone (with
+        # the tsvectors along, that sort spilled to disk at 1,000,000 messages), and only the
+        # window's tsvectors are read back for ts_rank. Words keep the plain form, which a
+        # backward scan of the primary key answers after ``size`` matches.
+        ranked = (
+            f"SELECT c.id, -ts_rank(c.tsv, %s::tsquery) FROM messages_fts c WHERE c.id IN ({sql})"
+        )
+    else:
+        ranked = f"SELECT c.id, -ts_rank(c.tsv, %s::tsquery) FROM ({sql}) c"
     rows = conn.execute_pg(ranked, [tsquery, *params]).fetchall()
     return sorted((float(score), int(mid)) for mid, score in rows)
 
