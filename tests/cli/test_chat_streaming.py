@@ -9,6 +9,7 @@ from pathlib import Path
 import pexpect
 
 from hermes_es.projections.catalog import connect
+from tests.terminal_signals import default_terminal_signals
 
 try:  # --import-mode=importlib imports this file by its dotted path under the repository root
     from tests.openai_server import FakeModel, fake_model
@@ -40,6 +41,7 @@ def _spawn(home: Path, *args: str) -> pexpect.spawn:
         encoding="utf-8",
         timeout=30,
         dimensions=(50, 200),
+        preexec_fn=default_terminal_signals,
     )
 
 

@@ -17,6 +17,7 @@ import pexpect
 import pytest
 
 from hermes_es.store.message_text import register_message_text
+from tests.terminal_signals import default_terminal_signals
 
 ENTRY = "from hermes_es.cli import main; main()"
 PROMPT = "hermes> "
@@ -69,7 +70,7 @@ def spawn(
         encoding="utf-8",
         timeout=20,
         dimensions=(50, 200),
-        preexec_fn=preexec,
+        preexec_fn=preexec or default_terminal_signals,
     )
 
 
