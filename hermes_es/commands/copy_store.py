@@ -134,16 +134,7 @@ def _bulk(
     copied = dst.bulk_load(
         _all(sconn, 5000), total, tracking_name=_tracking_name(source), progress=progress
     )
-    events, digest = log_digest(sconn)
-    _, target_digest = log_digest(tconn)
-    return Copied(
-        source=source.location,
-        target=target.location,
-        events=events,
-        copied=copied,
-        digest=digest,
-        target_digest=target_digest,
-    )
+    return _copied(source, target, sconn, tconn, copied)
 
 
 def _copy(
@@ -188,6 +179,13 @@ def _copy(
         copied += len(rows)
         if progress:
             progress(copied_before + copied, max(total, copied_before + copied))
+    return _copied(source, target, sconn, tconn, copied)
+
+
+def _copied(
+    source: StoreBackend, target: StoreBackend, sconn: Any, tconn: Any, copied: int
+) -> Copied:
+    """What a copy did, with the digests of both logs as they are now."""
     events, digest = log_digest(sconn)
     _, target_digest = log_digest(tconn)
     return Copied(

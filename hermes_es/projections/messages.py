@@ -15,6 +15,7 @@ A projector built with ``text_in_rows`` keeps the text in its own ``messages`` t
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import apsw
@@ -79,31 +80,25 @@ def view_sql() -> str:
 
 
 def message_row(
-    change: Change, index: int, message: ev.Message, ord_: float, state: str, imported: int
+    change: Change,
+    index: int,
+    message: ev.Message,
+    ord_: float,
+    state: str,
+    imported: int,
+    *,
+    with_text: bool = True,
 ) -> tuple[object, ...]:
-    """The messages row for one stored message."""
+    """The ``messages`` row for one stored message; ``with_text=False`` gives the
+    ``message_rows`` row, whose text stays in the event (the view reads it from there)."""
     parts = None if isinstance(message.content, str) else _JSON.encode(message.content).decode()
     calls = _JSON.encode(message.tool_calls).decode() if message.tool_calls else None
     media = _JSON.encode(message.media).decode() if message.media else None
-    return (
-        message_row_id(change.position, index), change.stream, message.seq, ord_, message.uid,
-        message.role, content_text(message.content), parts, calls, message.tool_call_id,
-        message.tool_name, message.reasoning, message.tokens_in, message.tokens_out, media,
-        message.finish_reason, message.at, state, imported, change.version,
-        message.reasoning_content, message.token_count,
-    )  # fmt: skip
-
-
-def _without_text(
-    change: Change, index: int, message: ev.Message, ord_: float, state: str, imported: int
-) -> tuple[object, ...]:
-    """The ``message_rows`` row for one stored message (``message_row`` without the text)."""
-    parts = None if isinstance(message.content, str) else _JSON.encode(message.content).decode()
-    calls = _JSON.encode(message.tool_calls).decode() if message.tool_calls else None
-    media = _JSON.encode(message.media).decode() if message.media else None
-    return (
-        message_row_id(change.position, index), change.stream, message.seq, ord_, message.uid,
-        message.role, parts, calls, message.tool_call_id,
+    key = (message_row_id(change.position, index), change.stream, message.seq, ord_, message.uid,
+           message.role)  # fmt: skip
+    text = (content_text(message.content),) if with_text else ()
+    return key + text + (
+        parts, calls, message.tool_call_id,
         message.tool_name, message.reasoning, message.tokens_in, message.tokens_out, media,
         message.finish_reason, message.at, state, imported, change.version,
         message.reasoning_content, message.token_count,
@@ -121,7 +116,7 @@ class MessagesProjector:
         t = f"{prefix}{VIEW if text_in_rows else ROWS_TABLE}"
         self.table = t
         cols = COLUMNS if text_in_rows else ROW_COLUMNS
-        self._row = message_row if text_in_rows else _without_text
+        self._row = functools.partial(message_row, with_text=text_in_rows)
         self._insert = f"INSERT INTO {t} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
         self._set_state = f"UPDATE {t} SET state = ? WHERE session_id = ? AND seq = ?"
         self._ord_of = f"SELECT ord FROM {t} WHERE session_id = ? AND seq = ?"

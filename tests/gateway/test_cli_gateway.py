@@ -13,16 +13,7 @@ import pexpect
 
 from hermes_es.commands.engine import SessionEngine
 from hermes_es.queries.history import session_history
-
-try:
-    from tests.gateway.conftest import GatewayProcess, SlowModel, model_config, write_config
-except ModuleNotFoundError:  # pragma: no cover
-    from conftest import (  # type: ignore[no-redef]
-        GatewayProcess,
-        SlowModel,
-        model_config,
-        write_config,
-    )
+from tests.gateway.conftest import GatewayProcess, SlowModel, model_config, write_config
 
 ENTRY = "from hermes_es.cli import main; main()"
 

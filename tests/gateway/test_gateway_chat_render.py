@@ -11,13 +11,8 @@ from pathlib import Path
 import pexpect
 
 from hermes_es.commands.engine import SessionEngine
-
-try:
-    from tests.gateway.conftest import GatewayProcess, write_config
-    from tests.openai_server import FakeModel, fake_model
-except ModuleNotFoundError:  # pragma: no cover
-    from conftest import GatewayProcess, write_config  # type: ignore[no-redef]
-    from openai_server import FakeModel, fake_model  # type: ignore[no-redef,import-not-found]
+from tests.gateway.conftest import GatewayProcess, write_config
+from tests.openai_server import FakeModel, fake_model
 
 ENTRY = "from hermes_es.cli import main; main()"
 PROMPT = "› "

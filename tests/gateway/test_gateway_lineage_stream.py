@@ -10,13 +10,8 @@ from pathlib import Path
 import pexpect
 
 from hermes_es.commands.engine import SessionEngine
-
-try:
-    from tests.gateway.conftest import GatewayProcess
-    from tests.openai_server import fake_model
-except ModuleNotFoundError:  # pragma: no cover
-    from conftest import GatewayProcess  # type: ignore[no-redef]
-    from openai_server import fake_model  # type: ignore[no-redef,import-not-found]
+from tests.gateway.conftest import GatewayProcess
+from tests.openai_server import fake_model
 
 ENTRY = "from hermes_es.cli import main; main()"
 

@@ -9,16 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_es.gateway.client import GatewayHandle
-
-try:
-    from tests.gateway.conftest import GatewayProcess, SlowModel, model_config, write_config
-except ModuleNotFoundError:  # pragma: no cover
-    from conftest import (  # type: ignore[no-redef]
-        GatewayProcess,
-        SlowModel,
-        model_config,
-        write_config,
-    )
+from tests.gateway.conftest import GatewayProcess, SlowModel, model_config, write_config
 
 
 def _hermes(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

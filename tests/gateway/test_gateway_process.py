@@ -17,16 +17,7 @@ import pytest
 from hermes_es.commands.engine import SessionEngine
 from hermes_es.gateway.client import Connection, GatewayError, GatewayHandle
 from hermes_es.gateway.control import request_ticket
-
-try:
-    from tests.gateway.conftest import GatewayProcess, SlowModel, model_config, write_config
-except ModuleNotFoundError:  # pragma: no cover
-    from conftest import (  # type: ignore[no-redef]
-        GatewayProcess,
-        SlowModel,
-        model_config,
-        write_config,
-    )
+from tests.gateway.conftest import GatewayProcess, SlowModel, model_config, write_config
 
 
 def _events(handle: GatewayHandle, sid: str) -> list[dict[str, Any]]:

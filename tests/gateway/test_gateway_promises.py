@@ -20,16 +20,7 @@ import pytest
 
 from hermes_es.commands.engine import SessionEngine
 from hermes_es.gateway.client import running_gateway
-
-try:
-    from tests.gateway.conftest import GatewayProcess, SlowModel, model_config, write_config
-except ModuleNotFoundError:  # pragma: no cover
-    from conftest import (  # type: ignore[no-redef]
-        GatewayProcess,
-        SlowModel,
-        model_config,
-        write_config,
-    )
+from tests.gateway.conftest import GatewayProcess, SlowModel, model_config, write_config
 
 ENTRY = "from hermes_es.cli import main; main()"
 GRACE = "sessions:\n  orphan_end_grace_s: 1\n"

@@ -9,16 +9,7 @@ from typing import Any
 from hermes_es.commands import turns
 from hermes_es.commands.engine import SessionEngine
 from hermes_es.gateway.client import GatewayHandle
-
-try:
-    from tests.gateway.conftest import GatewayProcess, SlowModel, model_config, write_config
-except ModuleNotFoundError:  # pragma: no cover
-    from conftest import (  # type: ignore[no-redef]
-        GatewayProcess,
-        SlowModel,
-        model_config,
-        write_config,
-    )
+from tests.gateway.conftest import GatewayProcess, SlowModel, model_config, write_config
 
 GRACE = "sessions:\n  orphan_end_grace_s: 1\n"
 

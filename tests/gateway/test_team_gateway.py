@@ -18,16 +18,7 @@ from hermes_es.gateway import protocol as p
 from hermes_es.gateway.client import Connection, GatewayError
 from hermes_es.gateway.failover import connect_owner
 from hermes_es.gateway.paths import GatewayPaths, read_endpoint
-
-try:
-    from tests.gateway.conftest import GatewayProcess, SlowModel, model_config, write_config
-except ModuleNotFoundError:  # pragma: no cover
-    from conftest import (  # type: ignore[no-redef]
-        GatewayProcess,
-        SlowModel,
-        model_config,
-        write_config,
-    )
+from tests.gateway.conftest import GatewayProcess, SlowModel, model_config, write_config
 
 TAKEOVER_BOUND_S = 5.0
 STATUS = ("gateway", "status", "--json")
