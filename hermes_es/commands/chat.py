@@ -83,6 +83,23 @@ class TurnOutcome(msgspec.Struct, frozen=True, kw_only=True):
     """The turn was cancelled part-way; what arrived was recorded, marked interrupted."""
 
 
+class Answer(msgspec.Struct, frozen=True, kw_only=True):
+    """What the responder's side of a turn produced (``Chat.respond``), not yet stored."""
+
+    reply: str
+    messages: list[ChatMessage]
+    dicts: list[dict[str, Any]]
+    """``messages`` as appendable mappings (the turn's usage on the last)."""
+    interrupted: bool = False
+
+
+class TurnPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """A turn ``Chat.plan_turn`` found ready: its exact system prompt and user message."""
+
+    prompt: str
+    user: dict[str, Any]
+
+
 class CompressOutcome(msgspec.Struct, frozen=True, kw_only=True):
     """What ``/compress`` did."""
 
@@ -264,6 +281,7 @@ class Chat:
         )
         self._meta = state
         self._prompt_text: str | None = None
+        self._sha_of: tuple[str | None, str] = (None, "")
         self.version = state.version
         self._memory: list[dict[str, Any]] | None = None
         self._preload: threading.Thread | None = None
@@ -519,7 +537,6 @@ class Chat:
         if not text.strip() and not self.pending_attachments:
             raise ValidationError("empty message", subject="message")
         from hermes_es.commands.holders import SessionTakenOverError
-        from hermes_es.responders.base import text_of
 
         emit = on_event or _ignore
         prompt = self.system_prompt()
@@ -527,27 +544,90 @@ class Chat:
         media, notes = self._media_for(text)
         user: dict[str, Any] = {"role": "user", "content": text, "media": media}
         [user_seq] = self._append([user])
-        base = self.window()
-        if injections:
-            base.append(self._injection(injections))
-        produced, usage, interrupted = self._tool_loop(prompt, base, emit, cancel)
-        reply = (
-            text_of(produced[-1].content) if produced and produced[-1].role == "assistant" else ""
-        )
-        dicts = _produced_dicts(produced, usage)
+        answer = self.respond(prompt, injections=injections, on_event=emit, cancel=cancel)
         try:
-            seqs = self._append(dicts) if dicts else []
+            seqs = self._append(answer.dicts) if answer.dicts else []
         except SessionTakenOverError as exc:
-            exc.reply = reply  # taken over while the responder ran: show it, record nothing
+            exc.reply = answer.reply  # taken over while the responder ran: show it, record nothing
             raise
         return TurnOutcome(
             session_id=self.session_id,
-            reply=reply,
-            messages=produced,
+            reply=answer.reply,
+            messages=answer.messages,
             seqs=[user_seq, *seqs],
             attachments=notes,
+            interrupted=answer.interrupted,
+        )
+
+    def respond(
+        self,
+        prompt: str,
+        *,
+        injections: Sequence[str] = (),
+        on_event: Callable[[TurnEvent], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Answer:
+        """The responder's side of a turn whose user message is already in the window: the
+        tool loop, and what it produced as appendable mappings (not stored here)."""
+        from hermes_es.responders.base import text_of
+
+        base = self.window()
+        if injections:
+            base.append(self._injection(injections))
+        produced, usage, interrupted = self._tool_loop(prompt, base, on_event or _ignore, cancel)
+        reply = (
+            text_of(produced[-1].content) if produced and produced[-1].role == "assistant" else ""
+        )
+        return Answer(
+            reply=reply,
+            messages=produced,
+            dicts=_produced_dicts(produced, usage),
             interrupted=interrupted,
         )
+
+    def plan_turn(self, text: str, state: SessionState) -> TurnPlan | None:
+        """A turn that needs no write of its own before its user message, from the session's
+        committed head ``state``: its prompt and user message, or None when ``send`` must run
+        it (no window or prompt in memory yet, a prompt refresh or repair pending, an
+        attachment or a file named in the text, an unanswered tool call, a transcript
+        changed by another writer, an empty text). Reads nothing, writes nothing: a server
+        stores the user message itself (``turn_steps.begin``), then calls ``recorded``,
+        ``respond`` and ``recorded`` again."""
+        from hermes_es.media import find_paths_in_message
+
+        prompt = self._prompt_text
+        if (
+            not text.strip()
+            or self.pending_attachments
+            or self._memory is None
+            or self._preload is not None
+            or prompt is None
+            or self.guard is not None
+            or state.refresh_pending
+            or state.prompt_hash != self._prompt_sha(prompt)
+            or state.started_at != self._meta.started_at
+        ):
+            return None
+        if state.version != self.version and not self._transcript_unchanged(state):
+            return None
+        if unanswered_calls(self._memory) or find_paths_in_message(text, Path.cwd()):
+            return None
+        self.version = state.version
+        self._meta = state
+        return TurnPlan(prompt=prompt, user={"role": "user", "content": text, "media": []})
+
+    def _prompt_sha(self, prompt: str) -> str:
+        from hermes_es.commands.engine import prompt_sha
+
+        if self._sha_of[0] != prompt:
+            self._sha_of = (prompt, prompt_sha(prompt))
+        return self._sha_of[1]
+
+    def recorded(self, messages: Sequence[dict[str, Any]], version: int) -> None:
+        """``messages`` were stored for this chat by someone else (a server's use case), the
+        session now at ``version``: the window and version follow without a read."""
+        self.memory.extend(messages)
+        self.version = version
 
     @staticmethod
     def _injection(injections: Sequence[str]) -> ChatMessage:

@@ -18,6 +18,7 @@ import asyncio
 import logging
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import msgspec
 
 from hermes_es.aggregates.turns import next_runnable
-from hermes_es.commands import turns
+from hermes_es.commands import turn_steps, turns
 from hermes_es.commands.group_engine import GroupCommitEngine
 from hermes_es.errors import (
     AmbiguousSessionError,
@@ -42,6 +43,7 @@ from hermes_es.gateway.identity import CLIENT_KINDS, Principal
 from hermes_es.queries import turns as q
 
 if TYPE_CHECKING:
+    from hermes_es.aggregates.state import SessionState
     from hermes_es.commands.chat import Chat, TurnOutcome
     from hermes_es.commands.turn_events import TurnEvent
     from hermes_es.config import LoadedConfig
@@ -50,6 +52,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 log = logging.getLogger("hermes.gateway")
+
+MAX_CHATS = 256
+"""Sessions whose chat (window and prompt) the gateway keeps in memory."""
 
 DRAIN_SECONDS = 30.0
 """How long SIGTERM waits for running turns before exiting anyway."""
@@ -120,7 +125,9 @@ class SessionAuthority:
         self.subscribers: dict[str, set[Client]] = {}
         self.published: dict[str, int] = {}
         self.runners: dict[str, asyncio.Task[None]] = {}
-        self.chats: dict[str, Chat] = {}
+        self.chats: OrderedDict[str, Chat] = OrderedDict()
+        """Each session's chat (window and prompt in memory), least recently used first."""
+        self.max_chats = MAX_CHATS
         self.draining = False
         self.reaper: Reaper | None = None
         self._responder: Any = None
@@ -289,6 +296,12 @@ class SessionAuthority:
                 # trip through the writer. An admission committed after this read finds
                 # this task done and kicks a new one (no await between here and the end).
                 break
+            if state is not None:
+                ran = await self._inline_turn(session_id, state)
+                if ran == "stop":
+                    break
+                if ran == "ran":
+                    continue
             try:
                 turn = await self.write(
                     lambda: turns.start_next(engine, session_id, epoch=epoch, fence=fence)
@@ -319,6 +332,92 @@ class SessionAuthority:
                 await self._finish(session_id, turn, "completed", seqs=outcome.seqs)
         if self.reaper is not None:
             self.reaper.turns_idle(session_id)
+
+    async def _inline_turn(self, session_id: str, state: SessionState) -> str:
+        """Run the session's next turn on this loop when nothing in it blocks: a responder
+        that answers this prompt without I/O (the offline one, no tool), a chat whose window
+        and prompt are in memory (``Chat.plan_turn``). Two writer use cases, both from the
+        loop: ``begin`` (start + user message) and ``end`` (reply + finish); no thread, no
+        read of the head in between. Returns ``ran``, ``stop`` (the worker must stop), or
+        ``no`` (this turn needs the threaded runner)."""
+        turn = next_runnable(state)
+        chat = self.chats.get(session_id)
+        if chat is None or not turn:
+            return "no"
+        text = self.admitted_texts.get((session_id, turn))
+        inline = getattr(self._responder, "answers_inline", None)
+        if text is None or inline is None or not inline(text):
+            return "no"
+        plan = chat.plan_turn(text, state)
+        if plan is None:
+            return "no"
+        self.chats.move_to_end(session_id)
+        engine, epoch = self.engine, self.epoch
+        fence = self.profile if self.fenced else ""
+        actor = self.admitted_by.get((session_id, turn), engine.actor)
+        seen = chat.version
+        try:
+            begun = await self.write(
+                lambda: turn_steps.begin(
+                    engine,
+                    session_id,
+                    turn,
+                    epoch=epoch,
+                    messages=[plan.user],
+                    actor=actor,
+                    display_version=seen,
+                    fence=fence,
+                )
+            )
+        except RpcError as exc:
+            log.warning("session %s: cannot start its next turn: %s", session_id, exc.message)
+            if isinstance(exc.__cause__, turns.EpochEndedError):
+                self.role = "lost"
+                self.on_epoch_ended()
+            return "stop"
+        if not begun.turn:  # the queue changed under the plan (a cancel): look again
+            return "ran"
+        self.admitted_by.pop((session_id, turn), None)
+        self.admitted_texts.pop((session_id, turn), None)
+        if begun.error:  # the session refused the message: the turn is finished, failed
+            return "ran"
+        if begun.transcript_moved:
+            chat.reload()
+        else:
+            chat.recorded([plan.user], begun.version)
+        error = ""
+        dicts: list[dict[str, Any]] = []
+        try:
+            answer = chat.respond(plan.prompt, on_event=self._streamer(session_id, turn))
+            dicts = answer.dicts
+        except HermesError as exc:
+            error = exc.message
+        except Exception as exc:  # an unexpected failure still finishes the turn
+            log.exception("session %s turn %d failed", session_id, turn)
+            error = f"internal error: {exc}"
+        display = chat.version
+        try:
+            ended = await self.write(
+                lambda: turn_steps.end(
+                    engine,
+                    session_id,
+                    turn,
+                    messages=dicts,
+                    actor=actor,
+                    user_seqs=begun.seqs,
+                    display_version=display,
+                    error=error,
+                )
+            )
+        except RpcError as exc:
+            log.error("session %s: cannot record turn %d: %s", session_id, turn, exc.message)
+            self.chats.pop(session_id, None)  # its window may hold what was not stored
+            return "stop"
+        if ended.outcome == "completed" and not ended.transcript_moved:
+            chat.recorded(dicts, ended.version)
+        elif ended.transcript_moved:
+            self.chats.pop(session_id, None)  # rebuilt from the log by its next turn
+        return "ran"
 
     def _admitted_actor(self, session_id: str, turn: int) -> str:
         known = self.admitted_by.pop((session_id, turn), None)
@@ -357,8 +456,18 @@ class SessionAuthority:
         chat = self.chats.get(session_id)
         if chat is None:
             chat = self._make_chat(session_id)
-            self.chats[session_id] = chat
+            self.loop.call_soon_threadsafe(self._keep_chat, session_id, chat)
         chat.engine = self.engine.with_actor(actor)
+        on_loop = self._streamer(session_id, turn)
+
+        def on_event(item: TurnEvent) -> None:
+            self.loop.call_soon_threadsafe(on_loop, item)
+
+        return chat.send(text, on_event=on_event)
+
+    def _streamer(self, session_id: str, turn: int) -> Callable[[TurnEvent], None]:
+        """On the loop: each item a turn reports while it runs, as a numbered ``turn.stream``
+        notification to the session's attached clients."""
         index = 0
 
         def on_event(item: TurnEvent) -> None:
@@ -370,9 +479,17 @@ class SessionAuthority:
                 "index": index,
                 "item": msgspec.to_builtins(item),
             }
-            self.loop.call_soon_threadsafe(self.stream, session_id, params)
+            self.stream(session_id, params)
 
-        return chat.send(text, on_event=on_event)
+        return on_event
+
+    def _keep_chat(self, session_id: str, chat: Chat) -> None:
+        """On the loop: cache a session's chat, the least recently used one leaving once
+        ``MAX_CHATS`` are kept (its next turn builds it again from the log)."""
+        self.chats[session_id] = chat
+        self.chats.move_to_end(session_id)
+        while len(self.chats) > self.max_chats:
+            self.chats.popitem(last=False)
 
     def stream(self, session_id: str, params: dict[str, Any]) -> None:
         """A live ``turn.stream`` item to every attached client (not stored: the turn is)."""

@@ -53,6 +53,12 @@ class OfflineResponder:
         """The offline responder never looks at images."""
         return False
 
+    def answers_inline(self, text: str) -> bool:
+        """True when answering the prompt ``text`` does no I/O (no tool trigger line, so no
+        tool runs): a server may then run the turn on its event loop instead of a thread.
+        Responders without this method (an HTTP endpoint) are always run on a thread."""
+        return _TRIGGER.search(text) is None
+
     def respond(
         self,
         system_prompt: str,
