@@ -13,6 +13,12 @@ case-insensitive ICU collation the schema creates. Statements that have no commo
 Outside a transaction every statement borrows a pooled connection (autocommit, like APSW's
 implicit transactions); inside ``transaction()`` / ``with conn:`` every statement runs on the
 one connection that holds the transaction, nested blocks being savepoints.
+
+Inside ``pipelined_transaction`` (the engine's write transactions) plain writes are held back
+and sent together (``WriteGroup``): consecutive ``INSERT … VALUES``, ``UPDATE`` and ``DELETE``
+statements on distinct tables become one statement (a ``WITH`` of data-modifying parts), sent
+before the next read, savepoint or ``COMMIT``. A message append's event row, message row,
+index row, session row and tracking row thus reach the server as one statement.
 """
 
 from __future__ import annotations
@@ -32,6 +38,11 @@ from hermes_es.store.postgres.errors import translated
 _TOKENS = re.compile(r"'(?:[^']|'')*'|\?|%|\bLIKE\b|\binstr\(|\bCOLLATE\s+NOCASE\b", re.I)
 
 _cache: dict[str, str] = {}
+_many: dict[tuple[str, int], str] = {}
+
+MAX_GROUP_PARAMS = 30_000
+"""Parameters one held statement may carry (the protocol's limit is 65,535): a write with
+more rows runs on its own (``executemany``), and a group that would exceed it is sent first."""
 
 
 def adapt_sql(sql: str) -> str:
@@ -84,6 +95,82 @@ def _returns_rows(sql: str, cur: psycopg.Cursor[Any]) -> bool:
     return head in ("SELECT", "WITH", "VALUES", "PRAGMA") or " RETURNING " in sql.upper()
 
 
+_WRITE = re.compile(
+    r"(?:(INSERT INTO (\w+) \([\w, ]+\) VALUES )(\(%s(?:::\w+)?(?:, %s(?:::\w+)?)*\))"
+    r"((?: ON CONFLICT .*)?)|UPDATE (\w+) SET .*|DELETE FROM (\w+) WHERE .*)\Z",
+    re.S,
+)
+_READS = re.compile(r"\b(?:SELECT|RETURNING|WITH)\b", re.I)
+_writes: dict[str, tuple[str, str, str, str] | None] = {}
+
+
+def write_shape(pg_sql: str) -> tuple[str, str, str, str] | None:
+    """``(table, head, row, tail)`` of a plain write another can share a statement with, else
+    None (cached). ``head + row + tail`` is the statement; for an ``INSERT … VALUES`` whose
+    rows may go out as one multi-row ``VALUES`` (no conflict clause, or ``DO NOTHING``),
+    ``row`` is its ``(%s, …)`` (else ``""``). A statement that reads another table (a
+    subquery) or returns rows is never shared: its effects or rows are wanted in order."""
+    if pg_sql in _writes:
+        return _writes[pg_sql]
+    shape: tuple[str, str, str, str] | None = None
+    m = _WRITE.match(pg_sql.strip())
+    if m is not None and _READS.search(pg_sql) is None:
+        if m.group(2):
+            tail = m.group(4)
+            if tail and not tail.rstrip().upper().endswith("DO NOTHING"):
+                shape = (m.group(2), pg_sql.strip(), "", "")
+            else:
+                shape = (m.group(2), m.group(1), m.group(3), tail)
+        else:
+            shape = (m.group(5) or m.group(6), pg_sql.strip(), "", "")
+    _writes[pg_sql] = shape
+    return shape
+
+
+class WriteGroup:
+    """Writes held back to go to the server as one statement.
+
+    Parts on distinct tables share one ``WITH w0 AS (…), w1 AS (…) SELECT …``: PostgreSQL runs
+    every data-modifying part exactly once, all on the statement's snapshot. That is the same
+    as running them one after another only when no part reads what another writes, hence:
+    a part on a table the group already writes starts a new group (so an ``UPDATE`` after an
+    ``INSERT`` into the same table sees it), and only plain writes join (``write_shape``).
+    ``selects`` are expressions for the statement's final ``SELECT`` (``pg_notify``,
+    ``setval``), run after the parts.
+    """
+
+    __slots__ = ("params", "parts", "select_params", "selects", "tables")
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.params: list[Any] = []
+        self.selects: list[str] = []
+        self.select_params: list[Any] = []
+        self.tables: set[str] = set()
+
+    def statement(self) -> tuple[str, list[Any]] | None:
+        """The one statement (and its parameters) that does every held write; None if none."""
+        parts, selects = self.parts, self.selects
+        if not parts and not selects:
+            return None
+        key = (tuple(parts), tuple(selects))
+        sql = _statements.get(key)
+        if sql is None:
+            if len(parts) == 1 and not selects:
+                sql = parts[0]
+            else:
+                with_ = ", ".join(f"w{i} AS ({p})" for i, p in enumerate(parts))
+                final = "SELECT " + (", ".join(selects) if selects else "1")
+                sql = f"WITH {with_} {final}" if parts else final
+            if len(_statements) > 512:
+                _statements.clear()
+            _statements[key] = sql
+        return sql, self.params + self.select_params if self.select_params else self.params
+
+
+_statements: dict[tuple[tuple[str, ...], tuple[str, ...]], str] = {}
+
+
 class PgCursor:
     """The rows of one executed statement (fetched eagerly, so the connection is free again)."""
 
@@ -134,8 +221,20 @@ class PgConnection:
         """BEGIN … COMMIT on a pooled connection (a savepoint when one is already open)."""
         held = self.raw
         if held is not None:
+            self.send_writes()  # held writes belong before the savepoint
+            pipeline: psycopg.Pipeline | None = getattr(self._local, "pipeline", None)
+            if pipeline is not None:
+                # psycopg tells a savepoint from a new transaction by the server's
+                # transaction status, which a pipeline only learns at a sync.
+                with translated():
+                    pipeline.sync()
             with translated(), held.transaction():
-                yield held
+                try:
+                    yield held
+                except BaseException:
+                    self._local.group = WriteGroup() if self.holding_writes else None
+                    raise
+                self.send_writes()
             return
         with translated(), self.datastore.get_connection() as conn:
             self._local.conn = conn
@@ -160,12 +259,18 @@ class PgConnection:
         assert self.raw is None, "pipelined_transaction opens the outermost transaction"
         with translated(), self.datastore.get_connection() as conn:
             self._local.conn = conn
+            self._local.group = WriteGroup()
+            self._local.opened = None
+            self._local.next_id = None
             try:
-                with conn.pipeline(), psycopg.Transaction(conn):
-                    with conn.cursor() as curs:
-                        for statement in opening:
-                            curs.execute(statement)
+                with conn.pipeline() as pipeline, psycopg.Transaction(conn):
+                    self._local.pipeline = pipeline
+                    curs = conn.cursor(row_factory=tuple_row)
+                    for statement in opening:
+                        curs.execute(statement)
+                    self._local.opened = curs
                     yield conn
+                    self.send_writes()
             except BaseException:
                 # A failure reported by the final sync leaves the transaction aborted
                 # (the queued COMMIT was skipped): end it before the pool takes it back.
@@ -174,6 +279,102 @@ class PgConnection:
                 raise
             finally:
                 self._local.conn = None
+                self._local.group = None
+                self._local.opened = None
+                self._local.pipeline = None
+
+    @property
+    def holding_writes(self) -> bool:
+        """True inside ``pipelined_transaction``: plain writes are held back and grouped."""
+        return getattr(self._local, "group", None) is not None
+
+    def opening_row(self) -> tuple[Any, ...] | None:
+        """The row the last opening statement of ``pipelined_transaction`` returned (read
+        when first asked for; after the transaction's first read that costs no round trip)."""
+        curs: psycopg.Cursor[Any] | None = getattr(self._local, "opened", None)
+        if curs is None:
+            return None
+        row: tuple[Any, ...] | None = curs.fetchone()
+        self._local.opened = None
+        return row
+
+    def take_positions(self, count: int) -> list[int] | None:
+        """The next ``count`` notification ids this transaction's events get, when known:
+        the opening statement returned the first free one under the writers' lock (see
+        ``schema.write_lock_ddl``); None otherwise (the events must then be inserted with
+        the ids read back)."""
+        first: int | None = getattr(self._local, "next_id", None)
+        if first is None:
+            if not self.holding_writes:
+                return None
+            row = self.opening_row()
+            if row is None or row[0] is None:
+                return None
+            first = int(row[0])
+        self._local.next_id = first + count
+        return list(range(first, first + count))
+
+    def positions_taken(self, ids: Sequence[int]) -> None:
+        """Events got ``ids`` from the sequence itself: later ones in this transaction follow."""
+        if ids and self.holding_writes:
+            self._local.opened = None
+            self._local.next_id = max(ids) + 1
+
+    def hold_write(self, table: str, part: str, params: Sequence[Any]) -> None:
+        """Add one write (PostgreSQL text) to the held group (see ``WriteGroup``)."""
+        group: WriteGroup = self._local.group
+        if table in group.tables or len(group.params) + len(params) > MAX_GROUP_PARAMS:
+            self.send_writes()
+            group = self._local.group
+        group.tables.add(table)
+        group.parts.append(part)
+        group.params.extend(params)
+
+    def hold_select(self, expression: str, params: Sequence[Any]) -> None:
+        """Add an expression to the final ``SELECT`` of the held group's statement."""
+        group: WriteGroup = self._local.group
+        group.selects.append(expression)
+        group.select_params.extend(params)
+
+    def send_writes(self) -> None:
+        """Send the held writes as one statement (pipelined: its errors surface at the next
+        sync, at the latest with ``COMMIT``)."""
+        group: WriteGroup | None = getattr(self._local, "group", None)
+        if group is None:
+            return
+        statement = group.statement()
+        if statement is None:
+            return
+        self._local.group = WriteGroup()
+        conn = self.raw
+        assert conn is not None
+        with translated():
+            conn.cursor().execute(statement[0], statement[1])
+
+    def _hold(self, sql: str, batch: Sequence[Sequence[Any]]) -> bool:
+        """Hold ``sql`` run once per row of ``batch`` when it is a plain write; False when
+        it must run now (after the held writes)."""
+        shape = write_shape(sql)
+        if shape is None:
+            self.send_writes()
+            return False
+        table, head, row, tail = shape
+        if len(batch) * len(batch[0]) > MAX_GROUP_PARAMS:
+            self.send_writes()
+            return False
+        if len(batch) == 1 or not row:
+            statement = head + row + tail
+            for params in batch:
+                self.hold_write(table, statement, params)
+            return True
+        key = (sql, len(batch))
+        text = _many.get(key)
+        if text is None:
+            if len(_many) > 512:
+                _many.clear()
+            text = _many[key] = head + ", ".join([row] * len(batch)) + tail
+        self.hold_write(table, text, [v for params in batch for v in params])
+        return True
 
     def __enter__(self) -> PgConnection:
         stack = getattr(self._local, "stack", None)
@@ -201,6 +402,10 @@ class PgConnection:
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> PgCursor:
         """Run one statement; its rows are fetched at once."""
+        if getattr(self._local, "group", None) is not None:
+            pg_sql = adapt_sql(sql)
+            if self._hold(pg_sql, (tuple(params or ()),)):
+                return PgCursor([], 0)
         with self._conn() as conn, translated():
             cur = conn.cursor(row_factory=tuple_row)
             cur.execute(adapt_sql(sql), tuple(params or ()))
@@ -212,6 +417,8 @@ class PgConnection:
         """Run one statement for each parameter row."""
         batch = [tuple(r) for r in rows]
         if not batch:
+            return
+        if getattr(self._local, "group", None) is not None and self._hold(adapt_sql(sql), batch):
             return
         with self._conn() as conn, translated():
             cur = conn.cursor()
@@ -229,6 +436,7 @@ class PgConnection:
 
     def execute_pg(self, sql: str, params: Sequence[Any] | None = None) -> PgCursor:
         """Run a statement written for PostgreSQL (``%s`` parameters, no adaptation)."""
+        self.send_writes()
         with self._conn() as conn, translated():
             cur = conn.cursor(row_factory=tuple_row)
             cur.execute(sql, params)

@@ -44,6 +44,42 @@ EVENTS_ID_COLUMN = (
 )
 """The log position under the name the shared queries use (``events.id`` on SQLite)."""
 
+WRITE_LOCK_FUNCTION = "hermes_write_lock_v1"
+"""The server function a write transaction starts with (see ``write_lock_ddl``)."""
+
+
+def write_lock_ddl(schema: str, sequence: str) -> str:
+    """``hermes_write_lock_v1(timeout_s)``: the writers' lock, and the next notification id.
+
+    It does what eventsourcing's recorder sends as two statements before inserting events
+    (``SET LOCAL lock_timeout`` and ``LOCK TABLE events IN EXCLUSIVE MODE``), then returns the
+    notification id the log's sequence hands out next. While the lock is held no other writer
+    inserts events or draws from the sequence, so the write transaction knows the positions
+    of its events before inserting them (``PgEventLog``): its projection rows (whose ids
+    derive from the positions) go to the server together with the events, in one statement.
+    """
+    table = f'"{schema}"."{EVENTS_TABLE}"'
+    return (
+        f"CREATE OR REPLACE FUNCTION {WRITE_LOCK_FUNCTION}(timeout_s integer) RETURNS bigint"
+        " LANGUAGE plpgsql AS $fn$"
+        " DECLARE last bigint; called boolean;"
+        " BEGIN"
+        "  PERFORM set_config('lock_timeout', timeout_s || 's', true);"
+        f"  LOCK TABLE {table} IN EXCLUSIVE MODE;"
+        f"  SELECT last_value, is_called INTO last, called FROM {sequence};"
+        "  RETURN CASE WHEN called THEN last + 1 ELSE last END;"
+        " END $fn$"
+    )
+
+
+def _sequence(curs: Any, schema: str) -> str:
+    row = curs.execute(
+        "SELECT pg_get_serial_sequence(%s, 'notification_id') AS seq",
+        (f'"{schema}"."{EVENTS_TABLE}"',),
+    ).fetchone()
+    return str(row["seq"])
+
+
 NOCASE_COLLATION = (
     "CREATE COLLATION IF NOT EXISTS nocase"
     " (provider = icu, locale = 'und-u-ks-level2', deterministic = false)"
@@ -56,19 +92,23 @@ def store_exists(curs: Any) -> bool:
     return bool(row["present"] if isinstance(row, dict) else row[0])
 
 
-def ensure_schema(datastore: PostgresDatastore, recorder: PostgresApplicationRecorder) -> None:
-    """Create (or migrate) the store; concurrent first opens wait for each other."""
+def ensure_schema(datastore: PostgresDatastore, recorder: PostgresApplicationRecorder) -> str:
+    """Create (or migrate) the store; concurrent first opens wait for each other. Returns the
+    (qualified) name of the sequence handing out notification ids."""
     from hermes_es.store.postgres.connection import PgConnection
     from hermes_es.store.postgres.projections import PgProjectionSet
 
     with datastore.transaction(commit=True) as curs:
         if store_exists(curs):
             row = curs.execute(
-                "SELECT value FROM hermes_meta WHERE key = 'schema_version'"
+                "SELECT value, to_regprocedure(%s) IS NOT NULL AS fn,"
+                " pg_get_serial_sequence(%s, 'notification_id') AS seq FROM hermes_meta"
+                " WHERE key = 'schema_version'",
+                (f"{WRITE_LOCK_FUNCTION}(integer)", f'"{datastore.schema}"."{EVENTS_TABLE}"'),
             ).fetchone()
-            if row is not None and row["value"] == layout():
+            if row is not None and row["value"] == layout() and row["fn"] and row["seq"]:
                 datastore.register_type_adapters()
-                return
+                return str(row["seq"])
     conn = PgConnection(datastore)
     with conn.transaction() as raw:
         curs = raw.cursor()
@@ -84,6 +124,8 @@ def ensure_schema(datastore: PostgresDatastore, recorder: PostgresApplicationRec
                     continue
             curs.execute(statement)
         curs.execute(EVENTS_ID_COLUMN)
+        sequence = _sequence(curs, datastore.schema)
+        curs.execute(write_lock_ddl(datastore.schema, sequence))
         row = curs.execute("SELECT value FROM hermes_meta WHERE key = 'schema_version'").fetchone()
         version = str(row["value"]) if row is not None else ""
         if version != layout():
@@ -102,6 +144,7 @@ def ensure_schema(datastore: PostgresDatastore, recorder: PostgresApplicationRec
                 (layout(),),
             )
     datastore.register_type_adapters()
+    return sequence
 
 
 STORE_TABLES = ("events", "tracking", "hermes_meta")

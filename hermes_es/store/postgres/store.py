@@ -31,15 +31,19 @@ from eventsourcing.postgres import (
     PostgresDatastore,
 )
 from psycopg.conninfo import conninfo_to_dict
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Identifier, Literal
 
 from hermes_es.commands.unit_of_work import Batch
 from hermes_es.errors import ConfigError, ConflictError, StoreBusyError, StoreError
 from hermes_es.store.backend import redact_url
 from hermes_es.store.codec import pack
-from hermes_es.store.postgres.connection import PgConnection
+from hermes_es.store.postgres.connection import MAX_GROUP_PARAMS, PgConnection
 from hermes_es.store.postgres.projections import PgProjectionSet
-from hermes_es.store.postgres.schema import EVENTS_TABLE, ensure_schema
+from hermes_es.store.postgres.schema import (
+    EVENTS_TABLE,
+    WRITE_LOCK_FUNCTION,
+    ensure_schema,
+)
 
 SCRUB_TABLES = ("events", "messages", "messages_fts", "sessions", "lineage", "prompts")
 """Tables a delete removes rows from (``deletions`` only gains a receipt)."""
@@ -115,12 +119,44 @@ def probe(location: str) -> Iterator[None]:
 class PgEventLog:
     """The recorder's insert, run on the connection holding the engine's transaction."""
 
-    def __init__(self, recorder: PostgresApplicationRecorder) -> None:
+    def __init__(self, recorder: PostgresApplicationRecorder, sequence: str) -> None:
         self.recorder = recorder
+        table = f"{Identifier(recorder.datastore.schema).as_string()}.{EVENTS_TABLE}"
+        self._insert = (
+            f"INSERT INTO {table}"
+            " (notification_id, originator_id, originator_version, topic, state) VALUES "
+        )
+        self._notify = (
+            f"pg_notify({Literal(recorder.channel_name).as_string()}, ''),"
+            f" setval({Literal(sequence).as_string()}, %s)"
+        )
+        self._rows: dict[int, str] = {}
 
     def _insert_events(self, conn: Any, stored_events: Sequence[StoredEvent]) -> list[int]:
-        """Insert events (the table lock is already held); returns their notification ids."""
-        raw = cast(PgConnection, conn).raw
+        """Insert events (the table lock is already held); returns their notification ids.
+
+        In the engine's write transaction the ids are known before the insert (the first
+        free one came back with the lock, ``PgConnection.take_positions``): the rows, with
+        those ids, join the held writes, and the same statement moves the log's sequence
+        past them (``setval``) and queues the ``NOTIFY`` the recorder sends. Otherwise the
+        recorder's own ``NOTIFY`` and insert run, and the ids are read back.
+        """
+        pg = cast(PgConnection, conn)
+        many = len(stored_events) * 5 > MAX_GROUP_PARAMS  # a long copy: the recorder's insert
+        positions = None if many else pg.take_positions(len(stored_events))
+        if positions is not None:
+            params: list[Any] = []
+            for p, s in zip(positions, stored_events, strict=True):
+                params += (p, s.originator_id, s.originator_version, s.topic, pack(s.state))
+            n = len(positions)
+            rows = self._rows.get(n)
+            if rows is None:
+                rows = self._rows[n] = ", ".join(["(%s, %s, %s, %s, %s)"] * n)
+            pg.hold_write(EVENTS_TABLE, self._insert + rows, params)
+            pg.hold_select(self._notify, (positions[-1],))
+            return positions
+        pg.send_writes()
+        raw = pg.raw
         assert raw is not None, "events are inserted inside a transaction"
         packed = [  # the stored form SQLite uses too (zstd with the shipped dictionary)
             StoredEvent(
@@ -140,6 +176,7 @@ class PgEventLog:
             ids = [int(row["notification_id"]) for row in curs.fetchall()]
         if len(ids) != len(packed):
             raise ProgrammingError(f"got {len(ids)} notification ids for {len(packed)} events")
+        pg.positions_taken(ids)
         return ids
 
     def _delete_events(self, conn: Any, originator_id: str) -> int:
@@ -168,11 +205,14 @@ class PgStore:
                 self.pg_recorder = PostgresApplicationRecorder(
                     self.datastore, events_table_name=EVENTS_TABLE
                 )
-                ensure_schema(self.datastore, self.pg_recorder)
+                sequence = ensure_schema(self.datastore, self.pg_recorder)
         except BaseException:
             self.datastore.close()
             raise
-        self.recorder = PgEventLog(self.pg_recorder)
+        self.recorder = PgEventLog(self.pg_recorder, sequence)
+        self.write_opening = [f"SELECT {WRITE_LOCK_FUNCTION}({LOCK_TIMEOUT_S})"]
+        """What a write transaction starts with: the writers' lock, returning the first free
+        notification id (``schema.write_lock_ddl``)."""
         self.lock_statements = [
             SQL("SET LOCAL lock_timeout = '{0}s'").format(LOCK_TIMEOUT_S),
             SQL("LOCK TABLE {0}.{1} IN EXCLUSIVE MODE").format(
@@ -222,10 +262,10 @@ class PgStore:
                     yield batch
                     batch.flush()
                 return
-            # Pipelined: BEGIN, the writers' lock and the first head read share one round
-            # trip; the event insert (its notification ids are read) one more; the
-            # projection writes and COMMIT the last.
-            with conn.pipelined_transaction(self.lock_statements):
+            # Pipelined: BEGIN, the writers' lock (returning the first free notification id)
+            # and the first head read share one round trip; the events and every projection
+            # write, as one statement (``PgConnection.hold_write``), and COMMIT the other.
+            with conn.pipelined_transaction(self.write_opening):
                 batch = Batch(cast(Any, self), cast(Any, conn))
                 yield batch
                 batch.flush()
