@@ -60,9 +60,12 @@ class GroupCommitEngine(SessionEngine):
         self.writer.stop()
         super().close()
 
-    def run(self, fn: Callable[[], T], *, changed: str = "", alone: bool = False) -> T:
-        """Run a use case through the writer; report ``changed`` after the commit."""
-        result = self.writer.call(fn, alone=alone)
+    def run(
+        self, fn: Callable[[], T], *, changed: str = "", alone: bool = False, pure: bool = False
+    ) -> T:
+        """Run a use case through the writer; report ``changed`` after the commit (``pure``:
+        it only reads and writes through the store's batches, ``GroupWriter.submit``)."""
+        result = self.writer.call(fn, alone=alone, pure=pure)
         if changed and not self.writer.on_writer_thread():
             self.on_change(changed)
         return result
@@ -87,13 +90,16 @@ class GroupCommitEngine(SessionEngine):
 
     def append_turn(self, session_id: str, *args: Any, **kwargs: Any) -> list[int]:
         return self.run(
-            lambda: SessionEngine.append_turn(self, session_id, *args, **kwargs), changed=session_id
+            lambda: SessionEngine.append_turn(self, session_id, *args, **kwargs),
+            changed=session_id,
+            pure=True,
         )
 
     def record_usage(self, session_id: str, *args: Any, **kwargs: Any) -> None:
         self.run(
             lambda: SessionEngine.record_usage(self, session_id, *args, **kwargs),
             changed=session_id,
+            pure=True,
         )
 
     def rewind(self, session_id: str, *args: Any, **kwargs: Any) -> list[int]:
@@ -127,7 +133,9 @@ class GroupCommitEngine(SessionEngine):
         return child
 
     def _simple(self, session_id: str, decide: Any) -> SessionState:
-        return self.run(lambda: SessionEngine._simple(self, session_id, decide), changed=session_id)
+        return self.run(
+            lambda: SessionEngine._simple(self, session_id, decide), changed=session_id, pure=True
+        )
 
     def request_prompt_refresh(self, *args: Any, **kwargs: Any) -> int:
         return self.run(lambda: SessionEngine.request_prompt_refresh(self, *args, **kwargs))

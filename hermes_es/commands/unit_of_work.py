@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -26,7 +27,7 @@ from hermes_es.projections.base import Change
 from hermes_es.projections.catalog import ProjectionSet, ensure_schema
 from hermes_es.projections.fts import register_tokenizer
 from hermes_es.store.db import BUSY_TIMEOUT_MS
-from hermes_es.store.recorder import ApswApplicationRecorder, ApswDatastore
+from hermes_es.store.recorder import ApswApplicationRecorder, ApswDatastore, translated_errors
 
 PERSISTENCE_MODULE = "hermes_es.store.persistence"
 
@@ -48,14 +49,32 @@ class Store:
         self.path = db_path
         self.clock = clock
         self.projections = ProjectionSet()
+        self._local = threading.local()
+        """The writer thread's group (``group``) and deferred use case (``scope``), if any."""
 
     def connection(self) -> apsw.Connection:
-        """This thread's connection."""
+        """This thread's connection (a deferred use case may not read it: ``NeedsConnection``)."""
+        if getattr(self._local, "scope", None) is not None:
+            raise NeedsConnection
         return self.datastore.connection()
 
     @contextmanager
     def transaction(self) -> Iterator[Batch]:
-        """An IMMEDIATE transaction with a batch collecting the events to store."""
+        """An IMMEDIATE transaction with a batch collecting the events to store.
+
+        Inside a deferred use case of a group commit (``deferred``) it is a ``DeferredBatch``
+        instead: no SQL at all, what it records joins the use case when the block ends.
+        """
+        scope: DeferredBatch | None = getattr(self._local, "scope", None)
+        if scope is not None:
+            inner = DeferredBatch(self, scope.group, scope)
+            self._local.scope = inner
+            try:
+                yield inner  # type: ignore[misc]  # the same interface, without SQL
+                inner.merge()
+            finally:
+                self._local.scope = scope
+            return
         projections = self.projections
         try:
             with self.datastore.transaction() as conn:
@@ -89,7 +108,81 @@ class Store:
         (``ProjectionSet.deferred_index``). Yields the list of the changes the group stored,
         filled in when the block ends (complete once the transaction committed)."""
         with self.transaction() as batch, self.projections.deferred_index(batch.conn) as stored:
-            yield stored
+            group = _Group()
+            self._local.group = group
+            try:
+                yield stored
+                self.write_deferred()  # what the writer left (it writes them itself first)
+            finally:
+                self._local.group = None
+
+    # -- deferred use cases of a group commit ----------------------------------------------
+
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        """One use case of the group commit open on this thread, decided without any SQL.
+
+        Every ``transaction()`` inside it is a ``DeferredBatch``: it loads heads (once per
+        group, then from what the group decided so far), folds and records events in memory.
+        When the block ends without an error its events join the group's, written by
+        ``write_deferred`` with one ``executemany`` per table; when it fails, nothing of it
+        was written, so no savepoint is needed. A use case that reaches for the connection
+        (a lookup, a direct write) gets ``NeedsConnection``, nothing recorded: the caller
+        writes what the group decided so far and runs it again in its own savepoint.
+        """
+        group: _Group | None = getattr(self._local, "group", None)
+        if group is None or getattr(self._local, "scope", None) is not None:
+            raise RuntimeError("deferred() needs an open group transaction on this thread")
+        scope = DeferredBatch(self, group, None)
+        self._local.scope = scope
+        try:
+            yield
+            scope.merge()
+        finally:
+            self._local.scope = None
+
+    def write_deferred(self) -> None:
+        """Write what the group's deferred use cases decided: their events, then every
+        projection, in one savepoint (on failure it is rolled back, nothing of it stays,
+        the group's loaded heads are forgotten, and the error propagates)."""
+        group: _Group | None = getattr(self._local, "group", None)
+        if group is None or not group.pending:
+            return
+        conn = self.datastore.connection()
+        projections = self.projections
+        mark = projections.mark()
+        pending = group.pending
+        states = group.states
+        conn.execute("SAVEPOINT hermes_deferred")
+        try:
+            with translated_errors():
+                positions = self.recorder._insert_rows(
+                    conn, [(s, v, e.topic, ev.encode(e)) for s, v, e in pending]
+                )
+                changes = [
+                    Change(position=p, stream=s, version=v, event=e)
+                    for p, (s, v, e) in zip(positions, pending, strict=True)
+                ]
+                touched = {s: states[s] for s, _, _ in pending}
+                projections.apply(conn, changes, touched, group.before)
+            conn.execute("RELEASE hermes_deferred")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK TO hermes_deferred")
+                conn.execute("RELEASE hermes_deferred")
+            projections.undo_to(mark)
+            group.forget()
+            raise
+        group.before.update(touched)  # the rows now stand as the decided states
+        pending.clear()
+
+    def forget_deferred_heads(self) -> None:
+        """Another use case of the group wrote through the connection: the heads the group
+        loaded may be stale, load them again (nothing may be waiting to be written)."""
+        group: _Group | None = getattr(self._local, "group", None)
+        if group is not None:
+            assert not group.pending, "write_deferred() first"
+            group.forget()
 
     def close(self) -> None:
         """Close every connection."""
@@ -211,3 +304,127 @@ class Batch:
             self.before[sid] = msgspec.structs.replace(touched[sid])
         self._pending.clear()
         return changes
+
+
+class NeedsConnection(BaseException):
+    """A deferred use case reached for the connection: run it again in its own savepoint.
+
+    A ``BaseException``, so a use case's ``except Exception`` cannot swallow it.
+    """
+
+
+class _Group:
+    """What the deferred use cases of one group commit decided, not yet written."""
+
+    __slots__ = ("before", "pending", "states")
+
+    def __init__(self) -> None:
+        self.states: dict[str, SessionState] = {}
+        """Each session as the group decided it so far (replaced, never changed in place)."""
+        self.before: dict[str, SessionState] = {}
+        """Each session as its row stands."""
+        self.pending: list[tuple[str, int, ev.Event]] = []
+
+    def forget(self) -> None:
+        self.states.clear()
+        self.before.clear()
+        self.pending.clear()
+
+    def load(self, store: Store, session_id: str) -> SessionState:
+        state = self.states.get(session_id)
+        if state is None:
+            rows = (
+                store.datastore.connection()
+                .execute("SELECT head FROM sessions WHERE id = ?", (session_id,))
+                .fetchall()
+            )
+            state = decode_state(rows[0][0]) if rows else SessionState(session_id=session_id)
+            self.states[session_id] = self.before[session_id] = state
+        return state
+
+
+def _own_copy(state: SessionState) -> SessionState:
+    """A copy ``apply`` may fold into without changing ``state`` (it extends the active
+    ranges in place; every other container it replaces)."""
+    return msgspec.structs.replace(state, active=[list(r) for r in state.active])
+
+
+class DeferredBatch:
+    """``Batch`` for a deferred use case: the same ``load``/``record``, no SQL.
+
+    Anything that needs the connection (``conn``, other streams, replays, an explicit
+    flush) raises ``NeedsConnection``.
+    """
+
+    def __init__(self, store: Store, group: _Group, parent: DeferredBatch | None) -> None:
+        self.store = store
+        self.group = group
+        self.parent = parent
+        self.now = float(store.clock())
+        self.states: dict[str, SessionState] = {}
+        self.pending: list[tuple[str, int, ev.Event]] = []
+
+    @property
+    def conn(self) -> apsw.Connection:
+        raise NeedsConnection
+
+    def _decided(self, session_id: str) -> SessionState:
+        batch: DeferredBatch | None = self
+        while batch is not None:
+            state = batch.states.get(session_id)
+            if state is not None:
+                return state
+            batch = batch.parent
+        return self.group.load(self.store, session_id)
+
+    def load(self, session_id: str) -> SessionState:
+        """The session as decided so far (version 0 when it does not exist)."""
+        state = self.states.get(session_id)
+        if state is None:
+            state = self.states[session_id] = _own_copy(self._decided(session_id))
+        return state
+
+    def record(
+        self, session_id: str, events: Sequence[ev.Event], *, expected_version: int | None = None
+    ) -> SessionState:
+        """Fold ``events`` into the session's state and queue them (as ``Batch.record``)."""
+        state = self.load(session_id)
+        if expected_version is not None and expected_version != state.version:
+            raise ConflictError(
+                f"session {session_id} is at version {state.version}, not {expected_version}",
+                subject=session_id,
+                expected=expected_version,
+                actual=state.version,
+            )
+        pending = self.pending
+        for event in events:
+            check_text(event, type(event).__name__)  # nothing undecodable reaches the log
+            version = state.version + 1
+            apply(state, event, version)
+            pending.append((session_id, version, event))
+        return state
+
+    def version_of(self, stream: str) -> int:
+        raise NeedsConnection
+
+    def record_other(self, stream: str, events: Sequence[ev.Event]) -> None:
+        raise NeedsConnection
+
+    def replay(self, stream: str, version: int, topic: str, state: bytes) -> None:
+        raise NeedsConnection
+
+    def discard(self) -> None:
+        raise NeedsConnection
+
+    def flush(self) -> list[Change]:
+        raise NeedsConnection
+
+    def merge(self) -> None:
+        """The block ended without an error: what it decided joins the enclosing one."""
+        parent = self.parent
+        if parent is None:
+            self.group.states.update(self.states)
+            self.group.pending.extend(self.pending)
+        else:
+            parent.states.update(self.states)
+            parent.pending.extend(self.pending)

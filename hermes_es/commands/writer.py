@@ -1,10 +1,18 @@
 """Group commit: one writer thread runs the pending use cases of many sessions in one transaction.
 
-Each use case runs in its own savepoint, so a refusal (a conflict, an invariant) rolls back only
-its own events; the transaction then commits once and every caller is acknowledged only after
-that commit. A use case is any callable that writes through the store (an engine method, a
-``commands`` function): on the writer thread its ``store.transaction()`` becomes a savepoint
-inside the group's transaction.
+A refusal (a conflict, an invariant) undoes only its own use case; the transaction then commits
+once and every caller is acknowledged only after that commit. A use case is any callable that
+writes through the store (an engine method, a ``commands`` function): on the writer thread its
+``store.transaction()`` becomes a savepoint inside the group's transaction.
+
+A use case submitted as ``pure`` (it reads and writes only through the store's batches: an
+append, a turn admission) is instead decided in memory, against the heads the group loaded and
+what the group decided before it, with no SQL (``Store.deferred``); the group's events and
+projection rows are then written together, one ``executemany`` per table. A refusal records
+nothing, so it needs no savepoint either. A pure use case that reaches for the connection (a
+uid lookup, an error that checks the log) runs again in its own savepoint, after what the
+group decided so far was written; should writing the deferred rows ever fail, they are rolled
+back and their use cases run again, each in its own savepoint.
 
 Acknowledging is part of the writer's cost, so each kind of caller is woken the cheapest way
 it can be: a thread blocked in ``call`` waits on a plain lock the writer releases; the callers
@@ -27,7 +35,7 @@ from typing import Any, TypeVar
 
 from eventsourcing.persistence import OperationalError
 
-from hermes_es.commands.unit_of_work import Store
+from hermes_es.commands.unit_of_work import NeedsConnection, Store
 from hermes_es.errors import HermesError, StoreBusyError, StoreError
 from hermes_es.projections.base import Change
 
@@ -41,11 +49,14 @@ MAX_GROUP = 512
 class _Job:
     """One use case and how its caller hears the outcome (exactly one of the three ways)."""
 
-    __slots__ = ("alone", "error", "fn", "future", "lock", "loop", "result", "waiter")
+    __slots__ = ("alone", "error", "fn", "future", "lock", "loop", "pure", "result", "waiter")
 
-    def __init__(self, fn: Callable[[], Any], alone: bool) -> None:
+    def __init__(self, fn: Callable[[], Any], alone: bool, pure: bool = False) -> None:
         self.fn = fn
         self.alone = alone
+        self.pure = pure and not alone
+        """Reads and writes only through the store's batches, and may run again: decided
+        without SQL, its rows written with the group's (``Store.deferred``)."""
         self.future: Future[Any] | None = None
         """``submit``: a concurrent future."""
         self.lock: threading.Lock | None = None
@@ -159,6 +170,8 @@ class GroupWriter:
         """Transactions committed so far (for benchmarks and tests)."""
         self.jobs = 0
         """Use cases run so far."""
+        self.deferred = 0
+        """Use cases decided without SQL and written with their group's rows."""
         self._listeners: dict[asyncio.AbstractEventLoop, list[Listener]] = {}
         self._inboxes: dict[asyncio.AbstractEventLoop, _Inbox] = {}
 
@@ -209,23 +222,25 @@ class GroupWriter:
             self._queue.put(job)
 
     def submit(
-        self, fn: Callable[[], T], *, alone: bool = False, urgent: bool = False
+        self, fn: Callable[[], T], *, alone: bool = False, urgent: bool = False, pure: bool = False
     ) -> Future[T]:
         """Queue a use case; the future resolves after its group committed.
 
         ``alone``: run it outside any group transaction (a use case that commits, checkpoints
         or vacuums by itself, such as a verified delete). ``urgent``: a short use case someone
         waits on (an admission); it goes into the next group ahead of the queued ones, so it
-        waits for at most the group being committed, not for the whole queue.
+        waits for at most the group being committed, not for the whole queue. ``pure``: the
+        use case reads and writes only through ``store.transaction()`` batches and has no
+        other effect, so it may be decided without SQL and run again (``Store.deferred``).
         """
-        job = _Job(fn, alone and not urgent)
+        job = _Job(fn, alone and not urgent, pure)
         future: Future[T] = Future()
         job.future = future
         self._enqueue(job, urgent)
         return future
 
     def submit_async(
-        self, fn: Callable[[], T], *, alone: bool = False, urgent: bool = False
+        self, fn: Callable[[], T], *, alone: bool = False, urgent: bool = False, pure: bool = False
     ) -> asyncio.Future[T]:
         """``submit`` for a caller on the running event loop: an asyncio future of that loop.
 
@@ -234,17 +249,18 @@ class GroupWriter:
         use case (it may already be committed); its outcome is then dropped.
         """
         loop = asyncio.get_running_loop()
-        job = _Job(fn, alone and not urgent)
+        job = _Job(fn, alone and not urgent, pure)
         waiter: asyncio.Future[T] = loop.create_future()
         job.loop, job.waiter = loop, waiter
         self._enqueue(job, urgent)
         return waiter
 
-    def call(self, fn: Callable[[], T], *, alone: bool = False) -> T:
-        """Run a use case through the writer and return its result once committed."""
+    def call(self, fn: Callable[[], T], *, alone: bool = False, pure: bool = False) -> T:
+        """Run a use case through the writer and return its result once committed
+        (``pure``: as for ``submit``)."""
         if self.on_writer_thread():
             return fn()
-        job = _Job(fn, alone)
+        job = _Job(fn, alone, pure)
         lock = threading.Lock()
         lock.acquire()
         job.lock = lock
@@ -342,12 +358,22 @@ class GroupWriter:
     def _run_group(self, jobs: list[_Job]) -> None:
         try:
             with self._group() as stored:
+                deferring = getattr(self.store, "deferred", None) is not None
+                since_write: list[_Job] = []
+                """The deferred use cases whose events are not written yet (with the ones
+                they refused, in order: what is run again if writing them fails)."""
                 for job in jobs:
-                    try:
-                        with self.store.transaction():  # this use case's savepoint
-                            job.result = job.fn()
-                    except Exception as exc:
-                        job.error = exc
+                    if job.pure and deferring and self._run_deferred(job):
+                        since_write.append(job)
+                        continue
+                    # It reads or writes through the connection: first write what the group
+                    # decided so far, then run it in its own savepoint.
+                    self._write_deferred(since_write)
+                    since_write = []
+                    self._run_in_savepoint(job)
+                    if deferring:
+                        self.store.forget_deferred_heads()
+                self._write_deferred(since_write)
         except BaseException as exc:
             # The commit itself failed: nothing of this group is stored.
             failure = _commit_error(self.store, exc)
@@ -360,6 +386,44 @@ class GroupWriter:
         _deliver(
             jobs, self._inbox, self._listeners, stored
         )  # only now: every acknowledgement follows it
+
+    def _run_in_savepoint(self, job: _Job) -> None:
+        job.result, job.error = None, None
+        try:
+            with self.store.transaction():  # this use case's savepoint
+                job.result = job.fn()
+        except Exception as exc:
+            job.error = exc
+
+    def _run_deferred(self, job: _Job) -> bool:
+        """Decide a pure use case without SQL (``Store.deferred``); False when it needs the
+        connection (nothing of it was recorded: it runs again in a savepoint)."""
+        try:
+            with self.store.deferred():
+                job.result = job.fn()
+        except NeedsConnection:
+            return False
+        except Exception as exc:  # a refusal: nothing of it was recorded
+            job.result, job.error = None, exc
+        self.deferred += 1
+        return True
+
+    def _write_deferred(self, since_write: list[_Job]) -> None:
+        """Write the events the deferred use cases decided (one ``executemany`` per table).
+
+        Should that fail (it should not: the writer holds the write lock and decided every
+        version itself), it is rolled back and those use cases run again, each in its own
+        savepoint, so one refusal still does not undo the others.
+        """
+        if not since_write:
+            return
+        try:
+            self.store.write_deferred()
+        except Exception:
+            log.warning("writing a group's deferred use cases failed; running them one by one")
+            for job in since_write:
+                self._run_in_savepoint(job)
+            self.store.forget_deferred_heads()
 
 
 def _commit_error(store: Store, exc: BaseException) -> BaseException:

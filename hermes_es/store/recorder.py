@@ -280,6 +280,31 @@ class ApswApplicationRecorder(ApplicationRecorder):
                 ids.append(conn.last_insert_rowid())
         return ids
 
+    def _insert_rows(
+        self, conn: apsw.Connection, rows: Sequence[tuple[str, int, str, bytes]]
+    ) -> list[int]:
+        """Insert ``(stream, version, topic, payload)`` rows with one ``executemany`` inside
+        the caller's transaction; returns their notification ids.
+
+        One statement inserting row after row gives consecutive ids (nothing else can insert
+        in between: the transaction holds the write lock), so the ids end at the last insert
+        rowid; the first one is checked against the log all the same.
+        """
+        if not rows:
+            return []
+        conn.executemany(_INSERT_EVENT, [(s, v, t, pack(p)) for s, v, t, p in rows])
+        last = conn.last_insert_rowid()
+        first = last - len(rows) + 1
+        check = conn.execute(
+            "SELECT id FROM events WHERE originator_id = ? AND originator_version = ?",
+            (rows[0][0], rows[0][1]),
+        ).fetchall()
+        if not check or check[0][0] != first:
+            raise PersistenceError(
+                f"events were not given consecutive ids (expected {first}, got {check})"
+            )
+        return list(range(first, last + 1))
+
     def _delete_events(self, conn: apsw.Connection, originator_id: str) -> int:
         """Physically remove a stream's events (a verified delete); returns how many went."""
         conn.execute("DELETE FROM events WHERE originator_id = ?", (originator_id,))
