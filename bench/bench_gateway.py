@@ -118,7 +118,7 @@ def _threads_turns(engine: GroupCommitEngine, sessions: int, turns: int) -> tupl
     from hermes_es.commands import turns as t
 
     sids = [engine.start_session("cli", cwd="/tmp") for _ in range(sessions)]
-    run = engine.writer.call
+    run = partial(engine.writer.call, pure=True)  # as the gateway submits them
 
     def work(i: int) -> None:
         sid = sids[i]

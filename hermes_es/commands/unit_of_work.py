@@ -5,8 +5,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import TypeVar, cast
 
 import apsw
 import msgspec
@@ -30,6 +31,8 @@ from hermes_es.store.db import BUSY_TIMEOUT_MS
 from hermes_es.store.recorder import ApswApplicationRecorder, ApswDatastore, translated_errors
 
 PERSISTENCE_MODULE = "hermes_es.store.persistence"
+
+T = TypeVar("T")
 
 
 class Store:
@@ -58,23 +61,23 @@ class Store:
             raise NeedsConnection
         return self.datastore.connection()
 
-    @contextmanager
-    def transaction(self) -> Iterator[Batch]:
+    def transaction(self) -> AbstractContextManager[Batch]:
         """An IMMEDIATE transaction with a batch collecting the events to store.
 
-        Inside a deferred use case of a group commit (``deferred``) it is a ``DeferredBatch``
-        instead: no SQL at all, what it records joins the use case when the block ends.
+        Inside a deferred use case of a group commit (``run_deferred``) it is a
+        ``DeferredBatch`` instead: no SQL at all, what it records joins the use case when
+        the block ends without an error.
         """
         scope: DeferredBatch | None = getattr(self._local, "scope", None)
         if scope is not None:
-            inner = DeferredBatch(self, scope.group, scope)
-            self._local.scope = inner
-            try:
-                yield inner  # type: ignore[misc]  # the same interface, without SQL
-                inner.merge()
-            finally:
-                self._local.scope = scope
-            return
+            return cast("AbstractContextManager[Batch]", DeferredBatch(self, scope.group, scope))
+        return self._transaction()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Batch]:
+        heads: _Group | None = getattr(self._local, "heads", None)
+        if heads is not None and getattr(self._local, "group", None) is None:
+            heads.forget()  # this thread writes outside a group: its cached heads may go stale
         projections = self.projections
         try:
             with self.datastore.transaction() as conn:
@@ -107,39 +110,45 @@ class Store:
         of every use case inside written once, together, before it commits
         (``ProjectionSet.deferred_index``). Yields the list of the changes the group stored,
         filled in when the block ends (complete once the transaction committed)."""
-        with self.transaction() as batch, self.projections.deferred_index(batch.conn) as stored:
-            group = _Group()
-            self._local.group = group
-            try:
-                yield stored
+        group: _Group | None = getattr(self._local, "heads", None)
+        if group is None:
+            group = self._local.heads = _Group()
+        self._local.group = group  # set first: this transaction keeps the heads
+        try:
+            with self.transaction() as batch, self.projections.deferred_index(batch.conn) as st:
+                group.check_fresh(batch.conn)
+                yield st
                 self.write_deferred()  # what the writer left (it writes them itself first)
-            finally:
-                self._local.group = None
+        except BaseException:
+            group.forget()  # rolled back: the heads it decided were never stored
+            raise
+        finally:
+            self._local.group = None
 
     # -- deferred use cases of a group commit ----------------------------------------------
 
-    @contextmanager
-    def deferred(self) -> Iterator[None]:
-        """One use case of the group commit open on this thread, decided without any SQL.
+    def run_deferred(self, fn: Callable[[], T]) -> T:
+        """Run ``fn``, one use case of the group commit open on this thread, without any SQL.
 
-        Every ``transaction()`` inside it is a ``DeferredBatch``: it loads heads (once per
-        group, then from what the group decided so far), folds and records events in memory.
-        When the block ends without an error its events join the group's, written by
-        ``write_deferred`` with one ``executemany`` per table; when it fails, nothing of it
-        was written, so no savepoint is needed. A use case that reaches for the connection
-        (a lookup, a direct write) gets ``NeedsConnection``, nothing recorded: the caller
-        writes what the group decided so far and runs it again in its own savepoint.
+        Every ``transaction()`` inside it is a ``DeferredBatch``: it loads heads (kept from
+        group to group, or read once), folds and records events in memory. When ``fn``
+        returns, its events join the group's, written by ``write_deferred`` with one
+        ``executemany`` per table; when it raises, nothing of it was written, so no savepoint
+        is needed. A use case that reaches for the connection (a lookup, a direct write) gets
+        ``NeedsConnection``, nothing recorded: the caller writes what the group decided so
+        far and runs it again in its own savepoint.
         """
         group: _Group | None = getattr(self._local, "group", None)
         if group is None or getattr(self._local, "scope", None) is not None:
-            raise RuntimeError("deferred() needs an open group transaction on this thread")
+            raise RuntimeError("run_deferred() needs an open group transaction on this thread")
         scope = DeferredBatch(self, group, None)
         self._local.scope = scope
         try:
-            yield
-            scope.merge()
+            result = fn()
         finally:
             self._local.scope = None
+        scope.merge()
+        return result
 
     def write_deferred(self) -> None:
         """Write what the group's deferred use cases decided: their events, then every
@@ -177,9 +186,10 @@ class Store:
         pending.clear()
 
     def forget_deferred_heads(self) -> None:
-        """Another use case of the group wrote through the connection: the heads the group
-        loaded may be stale, load them again (nothing may be waiting to be written)."""
-        group: _Group | None = getattr(self._local, "group", None)
+        """Another use case wrote through this thread's connection (in a savepoint of the
+        group, or alone): the heads loaded so far may be stale, load them again (nothing may
+        be waiting to be written)."""
+        group: _Group | None = getattr(self._local, "heads", None)
         if group is not None:
             assert not group.pending, "write_deferred() first"
             group.forget()
@@ -313,12 +323,20 @@ class NeedsConnection(BaseException):
     """
 
 
-class _Group:
-    """What the deferred use cases of one group commit decided, not yet written."""
+HEADS_KEPT = 4096
+"""Most session heads the writer thread keeps between groups."""
 
-    __slots__ = ("before", "pending", "states")
+
+class _Group:
+    """What the deferred use cases of one group commit decided, not yet written; and the
+    heads of the sessions the writer thread loaded, kept from one group to the next while no
+    other connection commits (``PRAGMA data_version``) and this thread writes nothing
+    outside a group."""
+
+    __slots__ = ("before", "data_version", "pending", "states")
 
     def __init__(self) -> None:
+        self.data_version = -1
         self.states: dict[str, SessionState] = {}
         """Each session as the group decided it so far (replaced, never changed in place)."""
         self.before: dict[str, SessionState] = {}
@@ -329,6 +347,14 @@ class _Group:
         self.states.clear()
         self.before.clear()
         self.pending.clear()
+
+    def check_fresh(self, conn: apsw.Connection) -> None:
+        """At the start of a group (inside its transaction, so nobody commits meanwhile):
+        forget the kept heads when another connection committed since the last group."""
+        version = conn.execute("PRAGMA data_version").fetchall()[0][0]
+        if version != self.data_version or len(self.states) > HEADS_KEPT:
+            self.forget()
+            self.data_version = version
 
     def load(self, store: Store, session_id: str) -> SessionState:
         state = self.states.get(session_id)
@@ -363,6 +389,15 @@ class DeferredBatch:
         self.now = float(store.clock())
         self.states: dict[str, SessionState] = {}
         self.pending: list[tuple[str, int, ev.Event]] = []
+
+    def __enter__(self) -> DeferredBatch:
+        self.store._local.scope = self
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        self.store._local.scope = self.parent
+        if kind is None:
+            self.merge()
 
     @property
     def conn(self) -> apsw.Connection:

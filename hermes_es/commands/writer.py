@@ -7,7 +7,7 @@ writes through the store (an engine method, a ``commands`` function): on the wri
 
 A use case submitted as ``pure`` (it reads and writes only through the store's batches: an
 append, a turn admission) is instead decided in memory, against the heads the group loaded and
-what the group decided before it, with no SQL (``Store.deferred``); the group's events and
+what the group decided before it, with no SQL (``Store.run_deferred``); the group's events and
 projection rows are then written together, one ``executemany`` per table. A refusal records
 nothing, so it needs no savepoint either. A pure use case that reaches for the connection (a
 uid lookup, an error that checks the log) runs again in its own savepoint, after what the
@@ -56,7 +56,7 @@ class _Job:
         self.alone = alone
         self.pure = pure and not alone
         """Reads and writes only through the store's batches, and may run again: decided
-        without SQL, its rows written with the group's (``Store.deferred``)."""
+        without SQL, its rows written with the group's (``Store.run_deferred``)."""
         self.future: Future[Any] | None = None
         """``submit``: a concurrent future."""
         self.lock: threading.Lock | None = None
@@ -231,7 +231,7 @@ class GroupWriter:
         waits on (an admission); it goes into the next group ahead of the queued ones, so it
         waits for at most the group being committed, not for the whole queue. ``pure``: the
         use case reads and writes only through ``store.transaction()`` batches and has no
-        other effect, so it may be decided without SQL and run again (``Store.deferred``).
+        other effect, so it may be decided without SQL and run again (``Store.run_deferred``).
         """
         job = _Job(fn, alone and not urgent, pure)
         future: Future[T] = Future()
@@ -329,6 +329,9 @@ class GroupWriter:
             job.result = job.fn()
         except BaseException as exc:
             job.error = exc
+        forget = getattr(self.store, "forget_deferred_heads", None)
+        if forget is not None:
+            forget()  # it wrote as it pleased: the heads kept for the next group may be stale
         _deliver([job], self._inbox)
 
     def _inbox(self, loop: asyncio.AbstractEventLoop) -> _Inbox:
@@ -358,7 +361,7 @@ class GroupWriter:
     def _run_group(self, jobs: list[_Job]) -> None:
         try:
             with self._group() as stored:
-                deferring = getattr(self.store, "deferred", None) is not None
+                deferring = getattr(self.store, "run_deferred", None) is not None
                 since_write: list[_Job] = []
                 """The deferred use cases whose events are not written yet (with the ones
                 they refused, in order: what is run again if writing them fails)."""
@@ -396,11 +399,10 @@ class GroupWriter:
             job.error = exc
 
     def _run_deferred(self, job: _Job) -> bool:
-        """Decide a pure use case without SQL (``Store.deferred``); False when it needs the
+        """Decide a pure use case without SQL (``Store.run_deferred``); False when it needs the
         connection (nothing of it was recorded: it runs again in a savepoint)."""
         try:
-            with self.store.deferred():
-                job.result = job.fn()
+            job.result = self.store.run_deferred(job.fn)
         except NeedsConnection:
             return False
         except Exception as exc:  # a refusal: nothing of it was recorded

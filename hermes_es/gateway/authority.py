@@ -156,10 +156,13 @@ class SessionAuthority:
 
     # -- writes -------------------------------------------------------------------------------
 
-    async def write(self, fn: Callable[[], T], *, alone: bool = False, urgent: bool = False) -> T:
+    async def write(
+        self, fn: Callable[[], T], *, alone: bool = False, urgent: bool = False, pure: bool = False
+    ) -> T:
         """Run a use case on the writer; resolves after its group committed (``urgent``: ahead
-        of the queued use cases, in the next group)."""
-        waiter = self.engine.writer.submit_async(fn, alone=alone, urgent=urgent)
+        of the queued use cases, in the next group; ``pure``: it only reads and writes through
+        the store's batches, so the writer may decide it without SQL, ``GroupWriter.submit``)."""
+        waiter = self.engine.writer.submit_async(fn, alone=alone, urgent=urgent, pure=pure)
         try:
             return await waiter
         except HermesError as exc:
@@ -304,7 +307,8 @@ class SessionAuthority:
                     continue
             try:
                 turn = await self.write(
-                    lambda: turns.start_next(engine, session_id, epoch=epoch, fence=fence)
+                    lambda: turns.start_next(engine, session_id, epoch=epoch, fence=fence),
+                    pure=True,
                 )
             except RpcError as exc:
                 log.warning("session %s: cannot start its next turn: %s", session_id, exc.message)
@@ -444,7 +448,8 @@ class SessionAuthority:
             await self.write(
                 lambda: turns.finish(
                     engine, session_id, turn, outcome=outcome, error=error, seqs=seqs or []
-                )
+                ),
+                pure=True,
             )
         except RpcError as exc:
             log.error("session %s: cannot record turn %d %s: %s", session_id, turn, outcome, exc)
@@ -700,6 +705,7 @@ class SessionAuthority:
                 text=params.text,
             ),
             urgent=True,  # the submitter waits on this answer; turns' writes can wait
+            pure=True,
         )
         if admission.turn and not admission.duplicate:
             self.admitted_by.setdefault((sid, admission.turn), client.principal.key)

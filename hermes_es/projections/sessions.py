@@ -125,6 +125,10 @@ class SessionsProjector:
         the rows stood): only the columns that changed are updated, which keeps SQLite from
         rewriting the index entries of unchanged columns, with no extra read.
         """
+        run_sql = ""
+        run: list[tuple[object, ...]] = []
+        """Consecutive sessions whose same columns changed: written by one ``executemany``
+        (a group commit settles many sessions at once), rows still in order."""
         for state in states.values():
             root = state.session_id
             if state.parent_kind == "compression" and state.parent_id:
@@ -132,6 +136,9 @@ class SessionsProjector:
                 root = str(row[0][0]) if row else state.parent_id
             old = before.get(state.session_id) if before is not None else None
             if old is None or old.version == 0:
+                if run:
+                    _write_run(conn, run_sql, run)
+                    run = []
                 started = self._started.pop(state.session_id, ("", "", "{}", "{}"))
                 conn.execute(self._upsert, (*row_of(state, root), *started))
                 continue
@@ -148,12 +155,25 @@ class SessionsProjector:
             if _TOOLS in changed:
                 tools = state.tools
                 values[changed.index(_TOOLS)] = None if tools is None else json.dumps(tools)
-            conn.execute(sql, (*values, encode_state(state), state.session_id))
+            if sql != run_sql and run:
+                _write_run(conn, run_sql, run)
+                run = []
+            run_sql = sql
+            run.append((*values, encode_state(state), state.session_id))
+        if run:
+            _write_run(conn, run_sql, run)
         self._started.clear()
 
     def forget(self, conn: apsw.Connection, session_id: str) -> None:
         """Remove the session's rows."""
         conn.execute(f"DELETE FROM {self.p}sessions WHERE id = ?", (session_id,))
+
+
+def _write_run(conn: apsw.Connection, sql: str, rows: list[tuple[object, ...]]) -> None:
+    if len(rows) == 1:
+        conn.execute(sql, rows[0])
+    else:
+        conn.executemany(sql, rows)
 
 
 _HEAD = COLUMNS.index("head")

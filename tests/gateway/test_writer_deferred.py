@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -219,3 +220,29 @@ def test_concurrent_deferred_appends_are_durable_when_acknowledged(
     assert all(counts == sorted(counts) and counts[-1] == 15 for counts in seen.values())
     assert all(c >= i + 1 for counts in seen.values() for i, c in enumerate(counts))
     assert all(d.equal for d in verify(gce.db_path))
+
+
+def test_heads_kept_between_groups_are_reloaded_after_other_writes(
+    gce: GroupCommitEngine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The writer keeps the heads it loaded from group to group; a commit by another
+    connection, or a use case run alone, makes it load them again: no version is reused, no
+    write is lost, and the group's batched insert never had to fall back."""
+    caplog.set_level(logging.WARNING, logger="hermes.writer")
+    a = gce.start_session("cli")
+    assert gce.append_message(a, "user", "first") == 0
+    other = SessionEngine(gce.db_path)
+    try:
+        assert other.append_message(a, "user", "from another connection") == 1
+    finally:
+        other.close()
+    assert gce.append_message(a, "user", "second") == 2
+    alone = gce.writer.call(
+        lambda: SessionEngine.append_message(gce, a, "user", "written alone"), alone=True
+    )
+    assert alone == 3
+    assert gce.append_message(a, "user", "third") == 4
+    assert [s for s, _ in _rows(gce.db_path, a)] == [0, 1, 2, 3, 4]
+    assert gce.get(a).version == 6
+    assert all(d.equal for d in verify(gce.db_path))
+    assert not [r for r in caplog.records if r.name == "hermes.writer"]
