@@ -282,6 +282,8 @@ class Chat:
         self._meta = state
         self._prompt_text: str | None = None
         self._sha_of: tuple[str | None, str] = (None, "")
+        self._as_chat: dict[int, tuple[dict[str, Any], ChatMessage]] = {}
+        """``window``'s conversions: id of a mapping in memory → (that mapping, its message)."""
         self.version = state.version
         self._memory: list[dict[str, Any]] | None = None
         self._preload: threading.Thread | None = None
@@ -328,13 +330,25 @@ class Chat:
         """Reload the in-memory window from the store (after another writer, rewind, compact)."""
         self._join_preload()
         self._memory = context_window(self.engine.store.connection(), self.session_id)
+        self._as_chat.clear()
         state = self.engine.get(self.session_id)
         self.version = state.version
         self._meta = state
 
     def window(self) -> list[ChatMessage]:
-        """The active conversation window as the responder sees it (strict send order)."""
-        return [dict_to_chat(m) for m in send_order(self.memory)]
+        """The active conversation window as the responder sees it (strict send order).
+
+        Each message is converted once: the chat keeps what it converted, by the identity of
+        the in-memory mapping (kept with it, so an id is never reused while remembered); the
+        window only grows between reloads, and a reload starts afresh."""
+        seen = self._as_chat
+        out: list[ChatMessage] = []
+        for m in send_order(self.memory):
+            known = seen.get(id(m))
+            if known is None or known[0] is not m:
+                known = seen[id(m)] = (m, dict_to_chat(m))
+            out.append(known[1])
+        return out
 
     def _check_guard(self) -> None:
         """Stop here (the guard raises) when this chat may no longer write its session."""
@@ -610,7 +624,10 @@ class Chat:
             return None
         if state.version != self.version and not self._transcript_unchanged(state):
             return None
-        if unanswered_calls(self._memory) or find_paths_in_message(text, Path.cwd()):
+        if unanswered_calls(self._memory):
+            return None
+        # a token names a file only with a slash, a leading ~ or a dot (media.py)
+        if ("/" in text or "~" in text or "." in text) and find_paths_in_message(text, Path.cwd()):
             return None
         self.version = state.version
         self._meta = state

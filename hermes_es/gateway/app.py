@@ -242,10 +242,14 @@ def create_app(state: GatewayState) -> Starlette:
         async def sender() -> None:
             while True:
                 frame = await outgoing.get()
-                if frame is None or client.closed:
-                    await websocket.close(code=1013)
-                    return
-                await websocket.send_text(frame.decode())
+                while True:  # what is queued already goes out without waiting on the queue
+                    if frame is None or client.closed:
+                        await websocket.close(code=1013)
+                        return
+                    await websocket.send_text(frame.decode())
+                    if outgoing.empty():
+                        break
+                    frame = outgoing.get_nowait()
 
         send_task = asyncio.create_task(sender())
         try:

@@ -189,10 +189,8 @@ class SessionAuthority:
     def _send_events(
         self, session_id: str, clients: set[Client], events: list[q.StreamEvent]
     ) -> None:
-        for event in events:
-            frame = p.encode(
-                p.Notification(method="session.event", params=msgspec.to_builtins(event))
-            )
+        for event in events:  # encoded once, from the Struct: the same bytes to every client
+            frame = p.encode(p.Notification(method="session.event", params=event))
             for client in list(clients):
                 client.send(frame)
         if events:

@@ -68,7 +68,8 @@ class Notification(msgspec.Struct, frozen=True, kw_only=True):
 
     jsonrpc: str = "2.0"
     method: str
-    params: dict[str, Any]
+    params: Any
+    """A JSON object: a mapping, or a Struct encoded as one (a stored event)."""
 
 
 # -- params -----------------------------------------------------------------------------------

@@ -76,7 +76,12 @@ class OfflineResponder:
         tools (the chat runs them and calls again); a window ending in tool results gets a
         reply reporting them; anything else gets the echo reply.
         """
-        calls = _tool_calls(_pending_user_text(messages), _call_id_prefix(system_prompt, messages))
+        pending = _pending_user_text(messages)
+        calls = (  # the call ids' prefix hashes the whole input: only when there are calls
+            _tool_calls(pending, _call_id_prefix(system_prompt, messages))
+            if pending is not None and _TRIGGER.search(pending)
+            else []
+        )
         produced: ChatMessage
         if calls:
             produced = ChatMessage(role="assistant", tool_calls=calls, finish_reason="tool_calls")
