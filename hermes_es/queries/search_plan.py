@@ -7,7 +7,9 @@ idf) whatever the LIMIT, which is why the window plan exists. Where that count i
 window plan's statistics would be exact anyway, both give the same scores, so FTS5 ranks:
 
 * a query of several terms, none a prefix, whose matches fit the window (at most
-  ``window``): every match is a candidate and every idf is exact in both plans;
+  ``window``) and none of whose terms has more than about ``FULL_COUNT_CAP`` matches:
+  every match is a candidate and every idf is exact (``bm25()`` counts each term's matches
+  in full, which for ``the`` at 5,000,000 messages would take longer than the window plan);
 * a one-word query (one token, no prefix) with fewer than ``COUNT_CAP`` matches: the window
   plan counts such a term exactly for its idf, so ``bm25()`` over the newest ``window``
   matches gives the same scores for the same candidates.
@@ -15,7 +17,7 @@ window plan's statistics would be exact anyway, both give the same scores, so FT
 Anything else keeps the window plan: prefix terms, frequent words (which then reuse the count
 made here), one phrase or identifier (counting a phrase's matches first cost more than it saved:
 most identifiers are rare, and the window plan ranks a rare phrase in one pass), and several
-terms with many matches.
+terms with many matches together or a term with very many.
 """
 
 from __future__ import annotations
@@ -32,8 +34,20 @@ _COUNT = (
     "SELECT count(*), min(rowid) FROM (SELECT rowid FROM messages_fts"
     " WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT ?)"
 )
+_SPAN = (
+    "SELECT (SELECT min(id) FROM messages_fts_docsize), (SELECT max(id) FROM messages_fts_docsize)"
+)
+_AVERAGES = "SELECT block FROM messages_fts_data WHERE id = 1"
 _ALL = "SELECT bm25(messages_fts), rowid FROM messages_fts WHERE messages_fts MATCH ?"
 _NEWEST = _ALL + " ORDER BY rowid DESC LIMIT ?"
+
+
+FULL_COUNT_CAP = 200_000
+"""Most matches a term of a several-term query may have (estimated) for FTS5's ``bm25()`` to
+rank it: ``bm25()`` counts every match of every term first (~45 ns a match, 9 ms for
+200,000), and ``the`` has millions at 5,000,000 messages; beyond, the window plan ranks."""
+SAMPLE = 256
+"""Newest matches of each such term counted to estimate how many it has."""
 
 
 class ExactPool:
@@ -73,7 +87,50 @@ def exact_pool(conn: apsw.Connection, terms: Sequence[Term], match: str, window:
         return ExactPool(None, False, (int(found), int(oldest)))
     if len(terms) == 1:  # a phrase: counting its matches costs as much as the window plan
         return ExactPool(None, False)
+    if _has_frequent_term(conn, terms):
+        return ExactPool(None, False)
     found, _ = conn.execute(_COUNT, (match, window + 1)).fetchone()
     if found <= window:
         return ExactPool(sorted(conn.execute(_ALL, (match,)).fetchall()), True)
     return ExactPool(None, False)
+
+
+def indexed_rows(conn: apsw.Connection) -> int | None:
+    """How many rows the index holds, from FTS5's averages record (None: can't tell).
+
+    The record (``messages_fts_data`` row 1) starts with the row count as an SQLite varint;
+    reading it costs one row look-up, where ``count(*)`` reads every page of the index.
+    """
+    found = conn.execute(_AVERAGES).fetchall()
+    if not found or not isinstance(found[0][0], bytes):
+        return None
+    value = 0
+    for i, byte in enumerate(found[0][0][:9]):
+        if i == 8:
+            return (value << 8) | byte
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            return value
+    return None
+
+
+def _has_frequent_term(conn: apsw.Connection, terms: Sequence[Term]) -> bool:
+    """Whether a term probably has more than ``FULL_COUNT_CAP`` matches.
+
+    Each term's newest ``SAMPLE`` matches are counted (a short doclist walk, ~20 µs); a term
+    with that many is estimated from the share of row ids they span (message row ids grow with
+    the log position). An estimate, not a count: it only picks the plan.
+    """
+    rows = indexed_rows(conn)
+    if rows is not None and rows <= FULL_COUNT_CAP:
+        return False  # no term can have more matches than the index has rows
+    low = high = 0
+    for term in terms:
+        found, oldest = conn.execute(_COUNT, (term.to_fts(), SAMPLE)).fetchone()
+        if found < SAMPLE:
+            continue
+        if not high:
+            low, high = conn.execute(_SPAN).fetchone()
+        if found * (high - low + 1) > FULL_COUNT_CAP * (high - int(oldest) + 1):
+            return True
+    return False

@@ -13,7 +13,7 @@ import pytest
 
 from hermes_es.commands.engine import SessionEngine
 from hermes_es.projections.catalog import connect
-from hermes_es.queries import bm25
+from hermes_es.queries import bm25, search_plan
 from hermes_es.queries.fts_query import parse_terms
 from hermes_es.queries.search import SearchHit, search_messages
 from hermes_es.queries.search_plan import exact_pool
@@ -106,6 +106,48 @@ def test_each_fts5_path_is_taken(corpus: apsw.Connection) -> None:
     assert exact_pool(corpus, parse_terms("chat-send"), '"chat-send"', 60).pool is None
     several = exact_pool(corpus, parse_terms("w3 w77"), '"w3" AND "w77"', 2000)
     assert several.complete and several.pool
+
+
+def test_several_rare_terms_score_as_fts5_bm25(corpus: apsw.Connection) -> None:
+    """Several terms each with fewer than ``window`` matches: FTS5's exact bm25() scores."""
+    for query in ("w3 w77", "w9 全文搜索", "w120 w50", "chat-send w20"):
+        terms = parse_terms(query)
+        match = " AND ".join(t.to_fts() for t in terms)
+        assert exact_pool(corpus, terms, match, 2000).complete, query
+        full = {h.message_id: h.score for h in search_messages(corpus, query, plan="full")}
+        hits = search_messages(corpus, query)
+        assert hits and {h.message_id for h in hits} <= set(full), query
+        assert all(math.isclose(h.score, full[h.message_id], rel_tol=1e-9) for h in hits)
+
+
+def test_a_very_frequent_term_goes_to_the_window_plan(
+    corpus: apsw.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A term estimated to have more than FULL_COUNT_CAP matches is never counted in full by
+    FTS5: the query is ranked by the window plan (same hits, order and scores as plan=window)."""
+    monkeypatch.setattr(search_plan, "FULL_COUNT_CAP", 100)
+    monkeypatch.setattr(search_plan, "SAMPLE", 20)
+    found = exact_pool(corpus, parse_terms("w0 w120"), '"w0" AND "w120"', 2000)
+    assert found.pool is None and not found.complete
+    rare = exact_pool(corpus, parse_terms("w120 w77"), '"w120" AND "w77"', 2000)
+    assert rare.complete and rare.pool is not None
+    for query in ("w0 w120", "w120 w0", "w1 w9"):
+        bounded = search_messages(corpus, query, limit=7)
+        reference = search_messages(corpus, query, limit=7, plan="window")
+        assert bounded, query
+        assert [(h.message_id, h.snippet) for h in bounded] == [
+            (h.message_id, h.snippet) for h in reference
+        ]
+        assert all(
+            math.isclose(x.score, y.score, rel_tol=1e-9)
+            for x, y in zip(bounded, reference, strict=True)
+        )
+
+
+def test_indexed_rows_reads_the_row_count(corpus: apsw.Connection) -> None:
+    """The row count read from FTS5's averages record equals a count of the indexed rows."""
+    (rows,) = corpus.execute("SELECT count(*) FROM messages_fts_docsize").fetchone()
+    assert search_plan.indexed_rows(corpus) == rows == 1200
 
 
 def test_frequent_word_reuses_the_count(
