@@ -13,8 +13,9 @@ eight times larger, page of older matches joins the pool, until the matches run 
 
 Where the window plan's statistics are exact (every match fits the window, or a one-word
 query with fewer than ``COUNT_CAP`` matches), FTS5's own ``bm25()`` scores the same candidates
-in C, with the same scores (``queries/search_plan.py``); otherwise the window is scored in
-Python (``queries/bm25.py``). Snippets: ``queries/snippets.py``.
+in C, with the same scores, and SQLite sorts them and hands over only the best ``2 * limit``
+(all of them only when the filters leave too few; ``queries/search_plan.py``); otherwise the
+window is scored in Python (``queries/bm25.py``). Snippets: ``queries/snippets.py``.
 """
 
 from __future__ import annotations
@@ -202,9 +203,12 @@ def search_messages(
         raise ValueError(f"unknown search plan {plan!r}")
     counted: tuple[int, int] | None = None
     if plan == "bounded":
-        exact = exact_pool(conn, terms, match, window)
+        exact = exact_pool(conn, terms, match, window, max(2 * limit, 16))
         if exact.pool is not None:
             hits = hits_from(conn, query, exact.pool, limit, where, params, terms)
+            if len(hits) < limit and exact.truncated:  # the filters left too few: all of them
+                exact = exact_pool(conn, terms, match, window)
+                hits = hits_from(conn, query, exact.pool or [], limit, where, params, terms)
             if exact.complete or len(hits) >= limit:
                 return hits
         counted = exact.counted

@@ -38,7 +38,7 @@ _SPAN = (
     "SELECT (SELECT min(id) FROM messages_fts_docsize), (SELECT max(id) FROM messages_fts_docsize)"
 )
 _AVERAGES = "SELECT block FROM messages_fts_data WHERE id = 1"
-_ALL = "SELECT bm25(messages_fts), rowid FROM messages_fts WHERE messages_fts MATCH ?"
+_ALL = "SELECT bm25(messages_fts) AS b, rowid FROM messages_fts WHERE messages_fts MATCH ?"
 _NEWEST = _ALL + " ORDER BY rowid DESC LIMIT ?"
 
 
@@ -58,11 +58,14 @@ class ExactPool:
         pool: list[tuple[float, int]] | None,
         complete: bool,
         counted: tuple[int, int] | None = None,
+        top: int | None = None,
     ) -> None:
         self.pool = pool
         """(bm25, rowid), best first; None: the window plan must score."""
         self.complete = complete
         """The pool holds every match (no older page can add hits)."""
+        self.truncated = top is not None and pool is not None and len(pool) >= top
+        """Only the best ``top`` candidates were kept: there may be more."""
         self.counted = counted
         """(matches up to ``COUNT_CAP``, oldest row id among them) of a one-word query."""
 
@@ -72,8 +75,30 @@ def _one_token(conn: apsw.Connection, term: Term) -> bool:
     return len(tokens) == 1
 
 
-def exact_pool(conn: apsw.Connection, terms: Sequence[Term], match: str, window: int) -> ExactPool:
-    """FTS5-scored candidates for ``match`` where they equal the window plan's (see above)."""
+def _best(
+    conn: apsw.Connection, sql: str, args: tuple[object, ...], top: int | None
+) -> list[tuple[float, int]]:
+    """(bm25, rowid) of ``sql``'s rows best first; with ``top``, only that many (sorted in C)."""
+    if top is None:
+        return sorted(conn.execute(sql, args).fetchall())
+    ranked = f"SELECT b, rowid FROM ({sql}) ORDER BY b, rowid LIMIT ?"
+    rows: list[tuple[float, int]] = conn.execute(ranked, (*args, top)).fetchall()
+    return rows
+
+
+def exact_pool(
+    conn: apsw.Connection,
+    terms: Sequence[Term],
+    match: str,
+    window: int,
+    top: int | None = None,
+) -> ExactPool:
+    """FTS5-scored candidates for ``match`` where they equal the window plan's (see above).
+
+    With ``top``, only the best ``top`` candidates are returned (``ExactPool.truncated`` says
+    when there may be more): they come sorted from SQLite instead of every candidate reaching
+    Python to be sorted there.
+    """
     if not terms or any(t.prefix for t in terms):
         return ExactPool(None, False)
     cap = bm25.COUNT_CAP
@@ -81,9 +106,9 @@ def exact_pool(conn: apsw.Connection, terms: Sequence[Term], match: str, window:
         found, oldest = conn.execute(_COUNT, (match, cap)).fetchone()
         if found < cap:
             if found <= window:
-                return ExactPool(sorted(conn.execute(_ALL, (match,)).fetchall()), True)
-            newest = conn.execute(_NEWEST, (match, window)).fetchall()
-            return ExactPool(sorted(newest), False)
+                return ExactPool(_best(conn, _ALL, (match,), top), True, top=top)
+            newest = _best(conn, _NEWEST, (match, window), top)
+            return ExactPool(newest, False, top=top)
         return ExactPool(None, False, (int(found), int(oldest)))
     if len(terms) == 1:  # a phrase: counting its matches costs as much as the window plan
         return ExactPool(None, False)
@@ -91,7 +116,7 @@ def exact_pool(conn: apsw.Connection, terms: Sequence[Term], match: str, window:
         return ExactPool(None, False)
     found, _ = conn.execute(_COUNT, (match, window + 1)).fetchone()
     if found <= window:
-        return ExactPool(sorted(conn.execute(_ALL, (match,)).fetchall()), True)
+        return ExactPool(_best(conn, _ALL, (match,), top), True, top=top)
     return ExactPool(None, False)
 
 

@@ -144,6 +144,18 @@ def test_a_very_frequent_term_goes_to_the_window_plan(
         )
 
 
+def test_top_candidates_are_the_best_of_the_pool(corpus: apsw.Connection) -> None:
+    """``top`` keeps the best candidates in the same order as the whole pool, and says so."""
+    for query, window in (("w120", 2000), ("w0", 60), ("w3 w77", 2000)):
+        terms = parse_terms(query)
+        match = " AND ".join(t.to_fts() for t in terms)
+        whole = exact_pool(corpus, terms, match, window)
+        best = exact_pool(corpus, terms, match, window, top=5)
+        assert whole.pool and best.pool == whole.pool[:5], query
+        assert best.truncated == (len(whole.pool) >= 5) and not whole.truncated
+        assert best.complete == whole.complete
+
+
 def test_indexed_rows_reads_the_row_count(corpus: apsw.Connection) -> None:
     """The row count read from FTS5's averages record equals a count of the indexed rows."""
     (rows,) = corpus.execute("SELECT count(*) FROM messages_fts_docsize").fetchone()
