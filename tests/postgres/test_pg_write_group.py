@@ -124,15 +124,20 @@ def test_many_rows_beyond_one_statement(pg_url: str) -> None:
     assert _rows(pg_url, "SELECT COUNT(*) FROM messages") == [(rows_needed,)]
 
 
-def test_missing_lock_function_is_created_at_open(pg_url: str) -> None:
-    """A store created before the write-lock function existed gets it when next opened."""
+def test_store_from_before_the_lock_function_is_brought_up_to_date(pg_url: str) -> None:
+    """A store created before the write-lock function existed gets it when next opened, and
+    loses the duplicate recency index it had (``sessions_last_active`` is the same index)."""
     with SessionEngine.open(pg_url, actor="t") as eng:
         sid = eng.start_session("cli", cwd="")
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(f"DROP FUNCTION {WRITE_LOCK_FUNCTION}(integer)")
+        conn.execute("CREATE INDEX sessions_active ON sessions (last_active DESC, id DESC)")
     with SessionEngine.open(pg_url, actor="t") as eng:
         eng.append_message(sid, "user", "written")
         assert eng.get(sid).message_count == 1
+    indexes = {r[0] for r in _rows(pg_url, "SELECT indexname FROM pg_indexes")}
+    assert "sessions_active" not in indexes
+    assert "sessions_last_active" in indexes
 
 
 @pytest.mark.parametrize(

@@ -38,18 +38,12 @@ def pg_ddl(statements: list[str]) -> list[str]:
 
 
 class PgSessionsProjector(SessionsProjector):
-    """``sessions`` in PostgreSQL types, plus an index for newest-first lists."""
+    """``sessions`` in PostgreSQL types, with the SQLite indexes (unique titles through the
+    ``nocase`` collation; ``sessions_last_active`` serves newest-first lists)."""
 
     def schema(self) -> list[str]:
         """The SQLite table in PostgreSQL types."""
         return pg_ddl(super().schema())
-
-    def indexes(self) -> list[str]:
-        """The SQLite indexes (unique titles through the ``nocase`` collation) and recency."""
-        return [
-            *super().indexes(),
-            "CREATE INDEX IF NOT EXISTS sessions_active ON sessions (last_active DESC, id DESC)",
-        ]
 
 
 class PgMessagesProjector(MessagesProjector):

@@ -44,6 +44,9 @@ EVENTS_ID_COLUMN = (
 )
 """The log position under the name the shared queries use (``events.id`` on SQLite)."""
 
+DROPPED_INDEXES = "sessions_active"
+"""Indexes earlier layouts created that nothing needs (dropped when the store is opened)."""
+
 WRITE_LOCK_FUNCTION = "hermes_write_lock_v1"
 """The server function a write transaction starts with (see ``write_lock_ddl``)."""
 
@@ -126,6 +129,9 @@ def ensure_schema(datastore: PostgresDatastore, recorder: PostgresApplicationRec
         curs.execute(EVENTS_ID_COLUMN)
         sequence = _sequence(curs, datastore.schema)
         curs.execute(write_lock_ddl(datastore.schema, sequence))
+        # Stores made before the write-lock function had ``sessions_active``, the very index
+        # ``sessions_last_active`` is (one more entry rewritten per append, read by nothing).
+        curs.execute(f"DROP INDEX IF EXISTS {DROPPED_INDEXES}")
         row = curs.execute("SELECT value FROM hermes_meta WHERE key = 'schema_version'").fetchone()
         version = str(row["value"]) if row is not None else ""
         if version != layout():
