@@ -79,7 +79,12 @@ class ProjectionSet:
         # Bound methods looked up once: ``apply`` runs for every write transaction.
         # Projectors are independent of each other, so the order they run in is free.
         self._batch_appliers: list[Callable[[apsw.Connection, Sequence[Change]], None]] = []
-        self._appliers: list[Callable[[apsw.Connection, Change], None]] = []
+        self._appliers: list[
+            tuple[tuple[type, ...] | None, Callable[[apsw.Connection, Change], None]]
+        ] = []
+        """Per-event ``apply`` of the projectors without ``apply_batch``, with the event types
+        each reacts to (``applies_to``; None: every type)."""
+        self._by_type: dict[type, list[Callable[[apsw.Connection, Change], None]]] = {}
         self._settlers: list[Callable[[apsw.Connection, dict[str, SessionState]], None]] = []
         self._index_appliers: list[Callable[[apsw.Connection, Sequence[Change]], None]] = []
         """``apply_batch`` of the projectors a group commit may defer (the full-text index)."""
@@ -94,7 +99,7 @@ class ProjectionSet:
                 else:
                     self._eager_batch_appliers.append(apply_batch)
             else:
-                self._appliers.append(projector.apply)
+                self._appliers.append((getattr(projector, "applies_to", None), projector.apply))
             if isinstance(projector, SessionsProjector):
                 self._sessions = projector
             else:
@@ -166,14 +171,27 @@ class ProjectionSet:
             for apply_batch in self._eager_batch_appliers:
                 apply_batch(conn, changes)
             deferred.extend(changes)
-        for apply in self._appliers:
+        if self._appliers:
+            by_type = self._by_type
             for change in changes:
-                apply(conn, change)
+                kind = type(change.event)
+                appliers = by_type.get(kind)
+                if appliers is None:
+                    appliers = by_type[kind] = self._appliers_for(kind)
+                for apply in appliers:
+                    apply(conn, change)
         self._sessions.settle(conn, states, before)
         for settle in self._settlers:
             settle(conn, states)
         if changes and not self.prefix:
             set_position(conn, changes[-1].position)
+
+    def _appliers_for(self, kind: type) -> list[Callable[[apsw.Connection, Change], None]]:
+        """The per-event appliers an event of type ``kind`` concerns (most events concern
+        none: a bulk replay of message events then makes no call per event here)."""
+        return [
+            apply for types, apply in self._appliers if types is None or issubclass(kind, types)
+        ]
 
     def drop_unreferenced_prompts(self, conn: apsw.Connection) -> list[str]:
         """Remove stored-prompt rows no session of this set sends; returns their hashes."""

@@ -13,6 +13,8 @@ class LineageProjector:
     """Maintains ``lineage (parent_id, child_id, kind, at)``."""
 
     name = "lineage"
+    applies_to: tuple[type, ...] = (ev.SessionStarted,)
+    """The events ``apply`` reacts to (``ProjectionSet`` calls it for no other)."""
 
     def __init__(self, prefix: str = "") -> None:
         self.table = f"{prefix}lineage"

@@ -13,6 +13,8 @@ class PromptsProjector:
     """Maintains ``prompts (sha256, text)``."""
 
     name = "prompts"
+    applies_to: tuple[type, ...] = (ev.PromptStored,)
+    """The events ``apply`` reacts to (``ProjectionSet`` calls it for no other)."""
 
     def __init__(self, prefix: str = "") -> None:
         self.table = f"{prefix}prompts"

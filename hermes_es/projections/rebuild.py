@@ -10,6 +10,7 @@ from pathlib import Path
 import apsw
 import msgspec
 
+from hermes_es import events as ev
 from hermes_es.aggregates.state import SessionState, apply
 from hermes_es.events import SessionDeleted
 from hermes_es.projections.base import Change, ReplayRaced
@@ -32,6 +33,9 @@ Progress = Callable[[int, int], None]
 """Called with (events replayed, events in the log)."""
 
 BATCH = 5000
+REBUILD_CACHE_KIB = 65536
+"""Page cache of a rebuild's connection (SQLite's default is 2 MiB): the fresh tables' recent
+pages (session rows updated across batches, index segments being merged) stay in memory."""
 RACE_ATTEMPTS = 5
 """Replays started over when sessions are deleted under them (``ReplayRaced``) before giving up."""
 NON_SESSION_PREFIXES = ("prompt:", "receipt:", "gateway:")
@@ -58,16 +62,29 @@ def _log_batches(
         rows = conn.execute(sql + " ORDER BY id LIMIT ?", [*params, BATCH]).fetchall()
         if not rows:
             return
-        yield [
+        yield _changes(rows)
+        last = rows[-1][0]
+
+
+def _changes(rows: list[tuple[object, ...]]) -> list[Change]:
+    """The rows of a log batch as changes: decoded straight (``events.decode``); a row that
+    does not decode goes through ``decode_row``, which names what is wrong with it."""
+    decode = ev.decode
+    try:
+        return [
+            Change(position=p, stream=s, version=v, event=decode(t, b))  # type: ignore[arg-type]
+            for p, s, v, t, b in rows
+        ]
+    except Exception:  # diagnosed row by row below
+        return [
             Change(
-                position=r[0],
-                stream=r[1],
-                version=r[2],
+                position=r[0],  # type: ignore[arg-type]
+                stream=r[1],  # type: ignore[arg-type]
+                version=r[2],  # type: ignore[arg-type]
                 event=decode_row(r[3], r[4], stream=r[1], version=r[2], position=r[0]),
             )
             for r in rows
         ]
-        last = rows[-1][0]
 
 
 class Replayer:
@@ -183,6 +200,7 @@ def _rebuild_once(conn: apsw.Connection, fresh: ProjectionSet, progress: Progres
     with conn:
         _drop(conn, fresh.tables())
         fresh.create(conn, with_indexes=False)
+    conn.execute(f"PRAGMA cache_size = -{REBUILD_CACHE_KIB}")
     replayer = Replayer(fresh)
     total = _total(conn)
     for changes in _log_batches(conn, 0):

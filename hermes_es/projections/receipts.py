@@ -13,6 +13,8 @@ class ReceiptsProjector:
     """Maintains ``deletions``."""
 
     name = "receipts"
+    applies_to: tuple[type, ...] = (ev.SessionDeleted,)
+    """The events ``apply`` reacts to (``ProjectionSet`` calls it for no other)."""
 
     def __init__(self, prefix: str = "") -> None:
         self.table = f"{prefix}deletions"

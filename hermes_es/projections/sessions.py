@@ -36,6 +36,8 @@ START_COLUMNS = ("platform", "chat_id", "model_config", "launch_flags")
 
 
 def _json(value: object) -> str:
+    if not value and isinstance(value, dict):
+        return "{}"  # most sessions: no model config, no launch flags
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
@@ -43,6 +45,8 @@ class SessionsProjector:
     """Keeps ``sessions`` (and each row's head state) equal to the fold of each stream."""
 
     name = "sessions"
+    applies_to: tuple[type, ...] = (ev.SessionStarted,)
+    """The events ``apply`` reacts to (``ProjectionSet`` calls it for no other)."""
 
     def __init__(self, prefix: str = "") -> None:
         self.p = prefix

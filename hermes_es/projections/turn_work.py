@@ -19,6 +19,8 @@ class TurnWorkProjector:
     """Keeps ``turn_work`` equal to the sessions whose turn state is not idle."""
 
     name = "turn_work"
+    applies_to: tuple[type, ...] = ()
+    """The events ``apply`` reacts to (``ProjectionSet`` calls it for no other)."""
 
     def __init__(self, prefix: str = "") -> None:
         self.p = prefix
