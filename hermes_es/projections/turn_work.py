@@ -56,12 +56,19 @@ class TurnWorkProjector:
         A session no gateway ever admitted a turn to never has a row, so embedded writes pay
         nothing here.
         """
+        upserts: list[tuple[str, str, int]] = []
+        deletes: list[tuple[str]] = []
         for sid, state in states.items():
             turn_state = state.turn_state
             if turn_state:
-                conn.execute(self._upsert, (sid, turn_state, state.turn_running))
+                upserts.append((sid, turn_state, state.turn_running))
             elif state.turns_admitted:  # a replay settles in chunks: it may have a row
-                conn.execute(self._delete, (sid,))
+                deletes.append((sid,))
+        # One row per session, so the order between sessions is free: one statement each.
+        if upserts:
+            conn.executemany(self._upsert, upserts)
+        if deletes:
+            conn.executemany(self._delete, deletes)
 
     def forget(self, conn: apsw.Connection, session_id: str) -> None:
         """Remove a deleted session's row."""
