@@ -369,7 +369,8 @@ class SessionAuthority:
                     actor=actor,
                     display_version=seen,
                     fence=fence,
-                )
+                ),
+                pure=True,
             )
         except RpcError as exc:
             log.warning("session %s: cannot start its next turn: %s", session_id, exc.message)
@@ -377,6 +378,7 @@ class SessionAuthority:
                 self.role = "lost"
                 self.on_epoch_ended()
             return "stop"
+        self._after_write(session_id)
         if not begun.turn:  # the queue changed under the plan (a cancel): look again
             return "ran"
         self.admitted_by.pop((session_id, turn), None)
@@ -387,6 +389,9 @@ class SessionAuthority:
             chat.reload()
         else:
             chat.recorded([plan.user], begun.version)
+        # Let what the same commit resumed go first: the admissions' answers are already
+        # queued (urgent use cases lead their group), the responder's work can wait one hop.
+        await asyncio.sleep(0)
         error = ""
         dicts: list[dict[str, Any]] = []
         try:
@@ -409,12 +414,14 @@ class SessionAuthority:
                     user_seqs=begun.seqs,
                     display_version=display,
                     error=error,
-                )
+                ),
+                pure=True,
             )
         except RpcError as exc:
             log.error("session %s: cannot record turn %d: %s", session_id, turn, exc.message)
             self.chats.pop(session_id, None)  # its window may hold what was not stored
             return "stop"
+        self._after_write(session_id)
         if ended.outcome == "completed" and not ended.transcript_moved:
             chat.recorded(dicts, ended.version)
         elif ended.transcript_moved:
