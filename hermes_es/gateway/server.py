@@ -36,6 +36,14 @@ log = logging.getLogger("hermes.gateway")
 
 
 LOST_EXIT = 1
+
+SWITCH_INTERVAL_S = 0.001
+"""The gateway process's GIL switch interval (CPython's default is 5 ms). Its two busy
+threads are the event loop and the writer: every SQLite call the writer makes releases the
+GIL, and getting it back from a busy loop took up to a whole interval each time, so a 5 ms
+interval stretched a group commit (and the admission waiting on it) by several of them, and
+let the writer stall the loop mid fan-out for as long (bench/README.md, bench_gateway,
+"End to end, session 4")."""
 """Exit code of an owner that lost its ownership (another gateway may own the profile)."""
 
 
@@ -98,6 +106,7 @@ def run(
     """
     name = profile or "default"
     paths = GatewayPaths(profile_dir(home, profile))
+    sys.setswitchinterval(SWITCH_INTERVAL_S)  # this process is the gateway's alone
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
