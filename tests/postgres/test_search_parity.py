@@ -28,6 +28,7 @@ CORPUS = [
     "version 1.2.3 released; see v1.2.4 notes",
     "tool output: a.txt b.txt c.txt",
     "nothing interesting here",
+    "北、京の地図",
 ]
 
 QUERIES = [
@@ -48,6 +49,7 @@ QUERIES = [
     "会議",
     "検索",
     "한국어",
+    "北京",  # CJK characters apart in the text, adjacent as tokens
     "cafe",  # diacritics folded
     "résumé",
     "snake_case_identifier",
@@ -101,6 +103,7 @@ def test_parity_is_not_vacuous(engines: tuple[SessionEngine, SessionEngine]) -> 
     assert seqs['"brown quick"'] == set()
     assert seqs["deploy*"] == {0, 8}
     assert seqs["東京"] == {9, 10}
+    assert seqs["北京"] == {18}
     assert seqs["cafe"] == {13}
     assert seqs["alice@example.com"] == {4}
     assert seqs["-"] == set()

@@ -7,9 +7,9 @@ through the write path batch by batch. In one target transaction, holding the wr
    payload; notification ids come from the log's sequence, in the source's log order);
 2. the log is replayed into fresh ``rebuild_*`` tables that have no secondary indexes, the
    projectors' many-row inserts going out as ``COPY`` too (``PgConnection.executemany``);
-3. the fresh tables replace the live ones, the indexes (GIN over the tsvectors, trigrams over
-   the message text) are built once over the full tables, and the copy's and the projections'
-   positions are recorded.
+3. the fresh tables replace the live ones, the indexes (GIN over the tsvectors, the
+   secondary b-trees) are built once over the full tables, and the copy's and the
+   projections' positions are recorded.
 
 Killed at any point, the transaction rolls back and the target is as empty as before: running
 the command again starts over. A target that already holds events is refused (the resumable
@@ -35,8 +35,10 @@ Progress = Callable[[int, int], None]
 EventRow = tuple[int, str, int, str, bytes]
 """(source position, stream, version, topic, payload as the source stores it)."""
 
-MAINTENANCE_WORK_MEM = "256MB"
-"""Memory for building the indexes once at the end (PostgreSQL's default is 64 MB)."""
+MAINTENANCE_WORK_MEM_KB = 1024 * 1024
+"""Memory for building the indexes once at the end (PostgreSQL's default is 64 MB): 1 GB,
+or the server's own setting when that is higher. A GIN build flushes its accumulated entries
+whenever this fills."""
 
 
 def bulk_load(
@@ -59,7 +61,11 @@ def bulk_load(
         with raw.cursor(row_factory=tuple_row) as curs:
             for statement in lock:
                 curs.execute(statement)
-            curs.execute(f"SET LOCAL maintenance_work_mem = '{MAINTENANCE_WORK_MEM}'")
+            curs.execute(
+                "SELECT set_config('maintenance_work_mem', GREATEST(setting::bigint, %s)::text"
+                " || 'kB', true) FROM pg_settings WHERE name = 'maintenance_work_mem'",
+                (MAINTENANCE_WORK_MEM_KB,),
+            )
             held = curs.execute("SELECT EXISTS (SELECT 1 FROM events)").fetchone()
             if held is not None and held[0]:
                 raise ValidationError(

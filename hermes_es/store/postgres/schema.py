@@ -15,8 +15,9 @@ from typing import Any
 
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 
-PG_LAYOUT = 1
-"""Layout of what only the PostgreSQL backend adds (types, search tables)."""
+PG_LAYOUT = 2
+"""Layout of what only the PostgreSQL backend adds (types, search tables). 2: a BRIN index over
+``messages_fts.id``, no trigram index over ``messages.content``."""
 
 
 def layout() -> str:

@@ -13,7 +13,6 @@ FTS5 phrases) and query terms become ``tsquery`` phrases (``a <-> b``, ``:*`` fo
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
 
 import apsw
 
@@ -88,19 +87,3 @@ def tsquery_text(user_query: str) -> str | None:
             quoted[-1] += ":*"
         parts.append("(" + " <-> ".join(quoted) + ")" if len(quoted) > 1 else quoted[0])
     return " & ".join(parts) if parts else None
-
-
-def substrings(user_query: str) -> Sequence[str]:
-    """Runs of query text every match must contain (for the trigram index), lower-cased.
-
-    Only CJK terms qualify: the tokenizer neither folds nor drops CJK characters, so a term
-    whose text is one unbroken CJK run appears verbatim in every message it matches.
-    """
-    from hermes_es.projections.fts import contains_cjk
-
-    out = []
-    for term in parse_terms(user_query):
-        text = term.text.strip()
-        if contains_cjk(text) and len(text) >= 3 and all(contains_cjk(ch) for ch in text):
-            out.append(text)
-    return out

@@ -1,0 +1,120 @@
+"""PostgreSQL search takes matches slice by slice of ids, newest first: the same matches as one
+statement over the whole index."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from hermes_es.commands.engine import SessionEngine
+from hermes_es.queries.search import search_messages
+from hermes_es.store.postgres import search
+from hermes_es.store.postgres.tokens import tsquery_text
+from tests.pg_server import PgServer
+
+MESSAGES = 240
+
+
+def _text(i: int) -> str:
+    words = ["common"]
+    if i % 7 == 0:
+        words.append("sevens")
+    if i in (3, 100, 201):
+        words.append("rare")
+    if i % 5 == 0:
+        words.append("alpha beta")
+    else:
+        words.append("beta alpha")
+    if i % 11 == 0:
+        words.append("全文搜索")
+    if i % 3 == 0:
+        words.append("chat-send")
+    return " ".join(words) + f" n{i}"
+
+
+@pytest.fixture(scope="module")
+def engine(pg_server: PgServer) -> Iterator[SessionEngine]:
+    """A PostgreSQL store of MESSAGES messages with terms of every frequency, analyzed."""
+    url = pg_server.database()
+    eng = SessionEngine.open(url, actor="test")
+    try:
+        sid = eng.start_session("cli", cwd="")
+        for i in range(MESSAGES):
+            eng.append_message(sid, "user", _text(i))
+        eng.store.connection().execute_pg("ANALYZE messages_fts")
+        yield eng
+    finally:
+        eng.close()
+        pg_server.drop(url)
+
+
+def _everything(conn: Any, query: str, below: int | None, size: int) -> list[tuple[float, int]]:
+    """The reference: one statement over the whole index, newest ``size`` matches."""
+    tsq = tsquery_text(query)
+    sql = "SELECT id, -ts_rank(tsv, %s::tsquery) FROM messages_fts WHERE tsv @@ %s::tsquery"
+    params: list[object] = [tsq, tsq]
+    if below is not None:
+        sql += " AND id < %s"
+        params.append(below)
+    rows = conn.execute_pg(sql + " ORDER BY id DESC LIMIT %s", [*params, size]).fetchall()
+    return sorted((float(score), int(mid)) for mid, score in rows)
+
+
+QUERIES = [
+    "common",
+    "sevens",
+    "rare",
+    '"alpha beta"',
+    "alpha beta",
+    "全文搜索",
+    "chat-send",
+    "com*",
+]
+
+
+@pytest.mark.parametrize("query", QUERIES)
+@pytest.mark.parametrize("size", [1, 5, 40, 1000])
+def test_slices_find_the_newest_matches(
+    engine: SessionEngine, query: str, size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With slices of 8 rows, every query yields the newest ``size`` matches and their scores,
+    exactly as one statement over the whole index does, below a bound too."""
+    conn = engine.store.connection()
+    calls: list[tuple[int | None, int, bool]] = []
+    real = search._slice
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append((args[2], args[3], kwargs["walk"]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(search, "_slice", counted)
+    tsq = tsquery_text(query)
+    assert tsq is not None
+    for below in (None, _everything(conn, query, None, 1)[0][1]):
+        got = search.candidates(conn, tsq, below, size, first_slice=8)
+        want = _everything(conn, query, below, size)
+        assert [m for _, m in got] == [m for _, m in want]
+        assert [s for s, _ in got] == pytest.approx([s for s, _ in want])
+    if size >= 40:  # the slicing ran: more than one slice per search
+        assert len(calls) > 2
+    assert calls[0][2]  # the newest rows are walked first
+    if query == "rare":  # then a rare term is read from the index's bitmap
+        assert not all(walk for _, _, walk in calls)
+
+
+def test_sliced_search_equals_one_slice(engine: SessionEngine) -> None:
+    """search_messages returns the same hits whether the index is read in slices or at once."""
+    conn = engine.store.connection()
+    for query in QUERIES:
+        sliced = search.search_messages(
+            conn, query, limit=20, where="", params=[], window=30, first_slice=8
+        )
+        whole = search.search_messages(
+            conn, query, limit=20, where="", params=[], window=30, first_slice=10**9
+        )
+        assert [h.message_id for h in sliced] == [h.message_id for h in whole]
+        assert sliced
+    rare = search_messages(conn, "rare", limit=20)
+    assert len(rare) == 3
