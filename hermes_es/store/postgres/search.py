@@ -18,8 +18,11 @@ widening while filters leave too few hits), found slice by slice of ids, newest 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from psycopg.rows import tuple_row
 
 from hermes_es.aggregates.state import SessionState
 from hermes_es.aggregates.validation import content_text
@@ -99,22 +102,23 @@ FIRST_SLICE = 2048
 """Rows of the store the first slice of a search covers (the newest ones)."""
 OVERSHOOT = 1.5
 """A slice after the first is sized for this many times the matches still wanted."""
-SPARSE_WORK_MEM = "32MB"
-"""``work_mem`` of a bitmap slice: enough for an exact (not lossy) bitmap of every page."""
-
-
-def _bounds(conn: Any, below: int | None) -> tuple[int, int, float] | None:
-    """(highest id below ``below``, lowest id, rows per id unit), or None for an empty index."""
-    under = "" if below is None else " WHERE id < %s"
-    row = conn.execute_pg(
-        f"SELECT (SELECT max(id) FROM messages_fts{under}), (SELECT min(id) FROM messages_fts),"
-        " (SELECT reltuples FROM pg_class WHERE oid = 'messages_fts'::regclass)",
-        () if below is None else (below,),
-    ).fetchone()
-    if row is None or row[0] is None or row[1] is None:
-        return None
-    top, bottom, rows = int(row[0]), int(row[1]), float(row[2] or 0)
-    return top, bottom, rows / max(top - bottom + 1, 1)
+GIN_ENTRY_COST = 0.15
+"""What the GIN index costs per posting of a query lexeme, against checking one row of the
+table (a rough figure from EXPLAIN ANALYZE at 1,000,000 messages): a bitmap slice reads the
+postings of every lexeme of the query over the whole store, a walk checks every row of its
+slice. A prefix lexeme counts ``PREFIX_WEIGHT`` times (the index merges every lexeme it
+covers)."""
+PREFIX_WEIGHT = 4
+_LEXEME = re.compile(r"'(?:[^']|'')*'(:\*)?")
+BITMAP_SETTINGS = (
+    "SELECT set_config('enable_indexscan', 'off', true), set_config('enable_seqscan', 'off',"
+    " true), set_config('work_mem', '32MB', true)"
+)
+"""A bitmap slice: GIN bitmap ANDed with the id range's, exact (``work_mem`` for every page)."""
+WALK_SETTINGS = (
+    "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)"
+)
+"""A walked slice: the primary key, newest first."""
 
 
 def _slice(
@@ -141,21 +145,78 @@ def _slice(
         params.append(lo)
     sql += " ORDER BY id DESC LIMIT %s"
     params.append(limit)
-    if walk:
-        settings = ["SET LOCAL enable_bitmapscan = off", "SET LOCAL enable_seqscan = off"]
-    else:
-        settings = [
-            "SET LOCAL enable_indexscan = off",
-            "SET LOCAL enable_seqscan = off",
-            f"SET LOCAL work_mem = '{SPARSE_WORK_MEM}'",
-        ]
     ranked = f"SELECT c.id, ts_rank(c.tsv, %s::tsquery) FROM ({sql}) c"
     if conn.in_transaction:  # inside the caller's transaction: the planner's own choice
         rows = conn.execute_pg(ranked, params).fetchall()
     else:
-        with conn.pipelined_transaction(settings):
+        with conn.pipelined_transaction([WALK_SETTINGS if walk else BITMAP_SETTINGS]):
             rows = conn.execute_pg(ranked, params).fetchall()
     return [(int(mid), float(score)) for mid, score in rows]
+
+
+class _First(NamedTuple):
+    """What the first round trip of a search learns."""
+
+    matches: list[tuple[int, float]]
+    top: int
+    """The highest id below the bound (the newest row searched)."""
+    low: int
+    """The lowest id of the first slice."""
+    bottom: int
+    """The lowest id of the store."""
+    rows: int
+    """Rows in the first slice."""
+    words: int
+    """Rows of the first slice holding every word of the query in any order."""
+    total: float
+    """The store's rows (the planner's count)."""
+
+
+def _first(
+    conn: Any, tsquery: str, below: int | None, size: int, first_slice: int
+) -> _First | None:
+    """The newest ``first_slice`` rows' matches, the store's bounds, and (for a query with a
+    phrase) how many of those rows hold its words, in one round trip; None for no rows."""
+    under = "" if below is None else " WHERE id < %s"
+    bound: list[object] = [] if below is None else [below]
+    newest = f"SELECT id, tsv FROM messages_fts{under} ORDER BY id DESC LIMIT %s"
+    words = tsquery.replace("<->", "&")
+    facts = (
+        f"SELECT max(id), min(id), count(*), count(*) FILTER (WHERE tsv @@ %s::tsquery),"
+        " (SELECT min(id) FROM messages_fts),"
+        " (SELECT reltuples FROM pg_class WHERE oid = 'messages_fts'::regclass)"
+        f" FROM ({newest}) s"
+    )
+    found = (
+        f"SELECT id, ts_rank(tsv, %s::tsquery) FROM ({newest}) s"
+        " WHERE tsv @@ %s::tsquery ORDER BY id DESC LIMIT %s"
+    )
+    facts_params = [words, *bound, first_slice]
+    found_params = [tsquery, *bound, first_slice, tsquery, size]
+    if conn.in_transaction:
+        row = conn.execute_pg(facts, facts_params).fetchone()
+        matches = conn.execute_pg(found, found_params).fetchall()
+    else:
+        with conn.pipelined_transaction() as raw:
+            # Both statements go out before either result is read: one round trip.
+            first = raw.cursor(row_factory=tuple_row)
+            second = raw.cursor(row_factory=tuple_row)
+            first.execute(facts, facts_params)
+            second.execute(found, found_params)
+            row = first.fetchone()
+            matches = second.fetchall()
+    if row is None or row[0] is None:
+        return None
+    top, low, rows, held, bottom, total = row
+    return _First(
+        matches=[(int(mid), float(score)) for mid, score in matches],
+        top=int(top),
+        low=int(low),
+        bottom=int(bottom),
+        rows=int(rows),
+        words=int(held),
+        total=float(total or 0),
+    )
 
 
 def candidates(
@@ -173,44 +234,47 @@ def candidates(
     1,000,000 messages rechecked 16,600 rows to keep 2,000. So the matches are taken slice by
     slice of ids, newest first, until ``size`` are in hand or the slices reach the oldest row:
 
-    - the first slice walks the newest ``first_slice`` rows (a frequent word stops there);
+    - the first slice walks the newest ``first_slice`` rows (a frequent word stops there), in
+      the same round trip as the store's bounds;
     - each next one is sized from the matches per row seen so far to bring ``OVERSHOOT``
-      times the matches still wanted (sixteen times wider when none were seen);
-    - a slice is walked row by row (primary key, newest first, stopping at the matches still
-      wanted) while matches are dense, else read from the GIN index's bitmap ANDed with the
-      id range's: the walk wins while the index's bitmap of *all* the term's matches costs
-      more than the rows the walk reads in vain, i.e. above about ``sqrt(8 * size / rows)``
-      matches per row; the last slice has no lower bound.
+      times the matches still wanted (sixteen times wider when none were seen), the last one
+      without a lower bound;
+    - a slice is read from the GIN index's bitmap ANDed with the id range's when that is
+      cheaper than walking it row by row (primary key, newest first, stopping at the matches
+      still wanted): the bitmap costs ``GIN_ENTRY_COST`` per lexeme per row of the store
+      holding the query's words (their rate in the first slice), plus a check of every such
+      row in the slice; a walk costs a check of every row of the slice. A phrase of frequent
+      words is walked: the postings of its words would be most of the store.
 
     Only the newest ``size`` matches are scored (``ts_rank``).
     """
-    bounds = _bounds(conn, below)
-    if bounds is None:
+    first = _first(conn, tsquery, below, size, first_slice)
+    if first is None:
         return []
-    top, bottom, density = bounds
-    total = density * (top - bottom + 1)
-    found: list[tuple[int, float]] = []
-    hi = top
-    # A store of a few slices (by the planner's row count) is searched in one.
-    small = total <= 4 * first_slice
-    span = top - bottom + 1 if small else first_slice / density
-    dense_rate = min(1.0, (8 * size / max(total, 1.0)) ** 0.5)
-    walk = not small
-    seen_rows = 0.0
+    found = first.matches
+    if len(found) >= size or first.low <= first.bottom:
+        return sorted((-score, mid) for mid, score in found[:size])
+    density = first.rows / max(first.top - first.low + 1, 1)
+    total = first.total if first.total > 0 else density * (first.top - first.bottom + 1)
+    words_rate = first.words / first.rows
+    lexemes = sum(PREFIX_WEIGHT if m.group(1) else 1 for m in _LEXEME.finditer(tsquery))
+    seen = float(first.rows)
+    hi = first.low - 1
     while True:
-        lo: int | None = int(hi - span) + 1
-        if lo is not None and lo <= bottom:
+        rate = len(found) / seen
+        wanted = size - len(found)
+        rows = OVERSHOOT * wanted / rate if rate > 0 else 16 * seen
+        lo: int | None = hi - int(max(rows, first_slice) / density) + 1
+        if lo is not None and lo <= first.bottom:
             lo = None
-        found += _slice(conn, tsquery, lo, hi, size - len(found), walk=walk)
+        span = (hi - (first.bottom if lo is None else lo) + 1) * density
+        held = max(rate, words_rate)
+        walk = held * (span + GIN_ENTRY_COST * lexemes * total) >= span
+        found += _slice(conn, tsquery, lo, hi, wanted, walk=walk)
         if len(found) >= size or lo is None:
             break
-        seen_rows += (hi - lo + 1) * density
+        seen += span
         hi = lo - 1
-        rate = len(found) / seen_rows
-        wanted = size - len(found)
-        rows = OVERSHOOT * wanted / rate if rate > 0 else 16 * seen_rows
-        span = max(rows, first_slice) / density
-        walk = rate >= dense_rate
     found.sort(reverse=True)
     return sorted((-score, mid) for mid, score in found[:size])
 
