@@ -35,7 +35,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -325,9 +325,75 @@ def one_statement_window(conn: Any, tsquery: str, size: int) -> list[tuple[float
     return sorted((float(score), int(mid)) for mid, score in rows)
 
 
+class ServerCpu:
+    """CPU seconds used so far by every process of a local server (its postmaster's children,
+    read from ``/proc``); ``None`` when the server is not local or ``/proc`` is unreadable."""
+
+    def __init__(self, conn: Any) -> None:
+        self.postmaster: int | None = None
+        try:
+            backend = int(conn.execute_pg("SELECT pg_backend_pid()").fetchall()[0][0])
+            self.postmaster = int(self._stat(backend)[1])
+        except (OSError, ValueError, IndexError):
+            self.postmaster = None
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    @staticmethod
+    def _stat(pid: int) -> list[str]:
+        text = Path(f"/proc/{pid}/stat").read_text()
+        return text[text.rindex(")") + 2 :].split()  # state, ppid, …
+
+    def seconds(self) -> float | None:
+        """utime + stime of the postmaster's children, in seconds."""
+        if self.postmaster is None:
+            return None
+        ticks = 0
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                fields = self._stat(int(entry.name))
+            except (OSError, ValueError):
+                continue
+            if int(fields[1]) == self.postmaster:
+                ticks += int(fields[11]) + int(fields[12])
+        return ticks / self.tick
+
+
+def interleaved(
+    variants: dict[str, Callable[[str], object]],
+    queries: Sequence[str],
+    rounds: int,
+    server: ServerCpu,
+) -> dict[str, dict[str, float]]:
+    """Each query through every variant in turn (so the machine's load swings hit them alike):
+    wall p50/p99 per variant, and client + server CPU ms per query (summed over the run)."""
+    walls: dict[str, list[float]] = {name: [] for name in variants}
+    cpu: dict[str, float] = dict.fromkeys(variants, 0.0)
+    known = server.seconds() is not None
+    for _ in range(rounds):
+        for q in queries:
+            for name, fn in variants.items():
+                before = server.seconds() if known else 0.0
+                client = time.process_time()
+                start = time.perf_counter()
+                fn(q)
+                walls[name].append(time.perf_counter() - start)
+                client = time.process_time() - client  # before reading /proc again
+                after = server.seconds() if known else 0.0
+                cpu[name] += client + ((after or 0.0) - (before or 0.0))
+    calls = max(rounds * len(queries), 1)
+    out = {}
+    for name in variants:
+        out[name] = latency_summary(walls[name])
+        out[name]["cpu_ms"] = round(1000 * cpu[name] / calls, 2) if known else math.nan
+    return out
+
+
 def bench_search(url: str, path: Path, gen: TextGen, messages: int, rounds: int) -> None:
     """Search p50/p99 per class on PostgreSQL, its bare tsquery floor, and SQLite beside; the
-    window alone (``candidates``) beside the one-statement window of the code before."""
+    window alone (``candidates``) beside the one-statement window of the code before. The
+    PostgreSQL variants run interleaved, query by query, each with its client + server CPU."""
     from hermes_es.commands.engine import SessionEngine
     from hermes_es.projections.catalog import connect
     from hermes_es.queries.search import search_messages
@@ -337,6 +403,7 @@ def bench_search(url: str, path: Path, gen: TextGen, messages: int, rounds: int)
     lite_conn = connect(path)
     with SessionEngine.open(url, actor="bench") as eng:
         conn = eng.store.connection()
+        server = ServerCpu(conn)
 
         def floor(q: str) -> object:
             tsq = tsquery_text(q)
@@ -354,35 +421,41 @@ def bench_search(url: str, path: Path, gen: TextGen, messages: int, rounds: int)
             tsq = tsquery_text(q)
             return one_statement_window(conn, tsq, CANDIDATE_WINDOW) if tsq else []
 
+        variants: dict[str, Callable[[str], object]] = {
+            "floor": floor,
+            "search": lambda q: search_messages(conn, q, limit=20),
+            "window": window,
+            "one_statement_window": before,
+        }
         for name, queries in query_classes(gen).items():
             for q in queries:  # warm
                 search_messages(conn, q)
-            base = latency_summary(time_queries(floor, queries, rounds))
-            mine = latency_summary(
-                time_queries(lambda q: search_messages(conn, q, limit=20), queries, rounds)
-            )
+            got = interleaved(variants, queries, rounds, server)
             lite = latency_summary(
                 time_queries(lambda q: search_messages(lite_conn, q, limit=20), queries, rounds)
             )
-            sliced = latency_summary(time_queries(window, queries, rounds))
-            old = latency_summary(time_queries(before, queries, rounds))
+            mine, base = got["search"], got["floor"]
             emit(
                 BENCH,
                 f"search_{name}",
                 value=mine["p99_ms"],
                 unit="ms p99",
                 p50_ms=mine["p50_ms"],
+                cpu_ms=mine["cpu_ms"],
                 floor=base["p99_ms"],
                 floor_p50_ms=base["p50_ms"],
+                floor_cpu_ms=base["cpu_ms"],
                 ratio=ratio(mine["p99_ms"], base["p99_ms"]),
                 target_ms=50,
                 ok=mine["p99_ms"] <= 50,
                 sqlite_p50_ms=lite["p50_ms"],
                 sqlite_p99_ms=lite["p99_ms"],
-                window_p50_ms=sliced["p50_ms"],
-                window_p99_ms=sliced["p99_ms"],
-                one_statement_window_p50_ms=old["p50_ms"],
-                one_statement_window_p99_ms=old["p99_ms"],
+                window_p50_ms=got["window"]["p50_ms"],
+                window_p99_ms=got["window"]["p99_ms"],
+                window_cpu_ms=got["window"]["cpu_ms"],
+                one_statement_window_p50_ms=got["one_statement_window"]["p50_ms"],
+                one_statement_window_p99_ms=got["one_statement_window"]["p99_ms"],
+                one_statement_window_cpu_ms=got["one_statement_window"]["cpu_ms"],
                 queries=len(queries),
                 messages=messages,
             )

@@ -93,10 +93,12 @@ def test_slices_find_the_newest_matches(
     tsq = tsquery_text(query)
     assert tsq is not None
     for below in (None, _everything(conn, query, None, 1)[0][1]):
-        got = search.candidates(conn, tsq, below, size, first_slice=8)
+        got = search.candidates(conn, tsq, below, size, first_slice=8, sliced=True)
+        whole = search.candidates(conn, tsq, below, size)
         want = _everything(conn, query, below, size)
         assert [m for _, m in got] == [m for _, m in want]
         assert [s for s, _ in got] == pytest.approx([s for s, _ in want])
+        assert [m for _, m in whole] == [m for _, m in want]
     if size >= 40:  # the slicing ran: slices after the first one, both ways
         assert calls
     if query == "rare":  # a rare term is read from the index's bitmap
@@ -110,7 +112,7 @@ def test_sliced_search_equals_one_slice(engine: SessionEngine) -> None:
     conn = engine.store.connection()
     for query in QUERIES:
         sliced = search.search_messages(
-            conn, query, limit=20, where="", params=[], window=30, first_slice=8
+            conn, query, limit=20, where="", params=[], window=30, first_slice=8, sliced=True
         )
         whole = search.search_messages(
             conn, query, limit=20, where="", params=[], window=30, first_slice=10**9
@@ -127,7 +129,7 @@ def test_slices_inside_a_transaction(engine: SessionEngine) -> None:
     for query in ("common", "rare", '"alpha beta"'):
         tsq = tsquery_text(query)
         assert tsq is not None
-        outside = search.candidates(conn, tsq, None, 40, first_slice=8)
+        outside = search.candidates(conn, tsq, None, 40, first_slice=8, sliced=True)
         with conn.transaction():
-            inside = search.candidates(conn, tsq, None, 40, first_slice=8)
+            inside = search.candidates(conn, tsq, None, 40, first_slice=8, sliced=True)
         assert inside == outside == _everything(conn, query, None, 40)
