@@ -19,10 +19,14 @@ def _counts(url: str) -> tuple[int, int, int]:
     return int(row[0]), int(row[1]), int(row[2])
 
 
-def test_failure_in_the_last_round_trip_rolls_back_and_the_engine_goes_on(pg_url: str) -> None:
+@pytest.mark.parametrize("attempt", range(4))
+def test_failure_in_the_last_round_trip_rolls_back_and_the_engine_goes_on(
+    pg_url: str, attempt: int
+) -> None:
     """A projection write the server refuses (a trigger raising on one message's index row,
-    reported only by the final sync with COMMIT) fails the append with a StoreError, leaves no
-    event or row behind, and the next append on the same engine succeeds."""
+    reported only by the final sync with COMMIT) fails the append with a StoreError naming the
+    server's reason (however early its result arrived: repeated, since that is a race), leaves
+    no event or row behind, and the next append on the same engine succeeds."""
     with SessionEngine.open(pg_url, actor="t") as eng:
         sid = eng.start_session("cli", cwd="")
         eng.append_message(sid, "user", "before")

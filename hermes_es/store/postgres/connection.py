@@ -263,14 +263,19 @@ class PgConnection:
             self._local.opened = None
             self._local.next_id = None
             try:
-                with conn.pipeline() as pipeline, psycopg.Transaction(conn):
-                    self._local.pipeline = pipeline
-                    curs = conn.cursor(row_factory=tuple_row)
-                    for statement in opening:
-                        curs.execute(statement)
-                    self._local.opened = curs
-                    yield conn
-                    self.send_writes()
+                with conn.pipeline() as pipeline:
+                    with psycopg.Transaction(conn):
+                        self._local.pipeline = pipeline
+                        curs = conn.cursor(row_factory=tuple_row)
+                        for statement in opening:
+                            curs.execute(statement)
+                        self._local.opened = curs
+                        yield conn
+                        self.send_writes()
+                    # The COMMIT is only queued: sync here, so the first failure is what
+                    # raises. Left to the pipeline's exit, a failure whose result arrived
+                    # early is replaced by the "pipeline aborted" of the skipped COMMIT.
+                    pipeline.sync()
             except BaseException:
                 # A failure reported by the final sync leaves the transaction aborted
                 # (the queued COMMIT was skipped): end it before the pool takes it back.
