@@ -106,6 +106,14 @@ class StoreConfig(msgspec.Struct, frozen=True, kw_only=True):
     """A ``postgresql://`` URL or a file path; empty: the profile's state.db."""
 
 
+class GatewayConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """How the CLI reaches a team of gateways on one PostgreSQL profile."""
+
+    team_homes: list[str] = msgspec.field(default_factory=list)
+    """Profile directories of the team's other gateways (each its own ticket source): the CLI
+    attaches to whichever of them (or this profile's own) owns the profile now."""
+
+
 class HermesConfig(msgspec.Struct, frozen=True, kw_only=True):
     """The whole validated config.yaml."""
 
@@ -116,6 +124,7 @@ class HermesConfig(msgspec.Struct, frozen=True, kw_only=True):
     dashboard: DashboardConfig = msgspec.field(default_factory=DashboardConfig)
     media: MediaConfig = msgspec.field(default_factory=MediaConfig)
     store: StoreConfig = msgspec.field(default_factory=StoreConfig)
+    gateway: GatewayConfig = msgspec.field(default_factory=GatewayConfig)
     toolsets: list[str] = msgspec.field(default_factory=_default_toolsets)
     mcp_servers: dict[str, Any] = msgspec.field(default_factory=dict)
     terminal: dict[str, Any] = msgspec.field(default_factory=dict)

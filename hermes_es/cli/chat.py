@@ -650,9 +650,9 @@ def _through_gateway(hermes: Hermes, options: dict[str, Any], **chat: Any) -> bo
     """With a gateway running for the profile, run the chat through it; False: run embedded."""
     if options.get("read_only") or options.get("take_over") or options.get("fork"):
         return False  # attach modes of embedded chats
-    from hermes_es.gateway.client import running_gateway
+    from hermes_es.cli.team import team_gateway
 
-    handle = running_gateway(hermes.dir)
+    handle = team_gateway(hermes)  # the team's live owner when gateway.team_homes is set
     if handle is None:
         return False
     from hermes_es.cli.gateway_chat import run_via_gateway
