@@ -10,7 +10,9 @@ the others say they are not available through the gateway.
 The session is picked from the read side (like embedded mode), then attached with a ticket
 from the control socket; nothing here opens state.db for writing. Two terminals on one
 session both stay attached and see each other's turns. A connection that drops mid-turn
-loses nothing: the gateway stores the outcome, and the CLI says how to resume.
+loses nothing: the gateway stores the outcome, and the CLI says how to resume. On a team
+(``gateway.team_homes``, PostgreSQL) an interactive chat whose connection drops re-attaches
+to the live owner instead and replays what it missed (:func:`_reconnect`).
 """
 
 from __future__ import annotations
@@ -249,6 +251,8 @@ class _Screen:
         self.renderers: dict[int, StreamRenderer] = {}
         self.running = 0
         """The session's running turn (turns of a session run one at a time)."""
+        self.last_sequence = 0
+        """The newest stored event of the session shown (a reconnect replays after it)."""
 
     def waiter(self, turn: int) -> threading.Event:
         with self.lock:
@@ -264,6 +268,7 @@ class _Screen:
         with self.lock:  # turn numbers are per session: the old session's waiters go
             self.sid = sid
             self.running = 0
+            self.last_sequence = 0
             self.renderers.clear()
             self.done.clear()
             self.mine.clear()
@@ -288,6 +293,10 @@ class _Screen:
             return
         if method != "session.event":
             return
+        sequence = int(params.get("sequence", 0))
+        if sequence and sequence <= self.last_sequence:
+            return  # already shown (a replay after a reconnect overlaps the live stream)
+        self.last_sequence = max(self.last_sequence, sequence)
         kind = params.get("type")
         event = params.get("event") or {}
         if kind == "hermes.turn.admitted" and event.get("turn") not in self.mine:
@@ -331,6 +340,37 @@ def _not_here(name: str) -> None:
     )
 
 
+def _reconnect(hermes: Hermes, screen: _Screen, sid: str) -> tuple[Connection, bool] | None:
+    """After a drop on a team: the live owner's connection, re-attached to ``sid`` with the
+    missed events replayed (``events.since``), and whether a turn is unknown; None: no team."""
+    from hermes_es.cli.team import team_dirs
+    from hermes_es.gateway.failover import TAKEOVER_WAIT_S, wait_owner
+
+    team = team_dirs(hermes)
+    if not team:
+        return None
+    err("(the gateway connection dropped; finding the gateway that owns the profile now)")
+    handle = wait_owner(team, TAKEOVER_WAIT_S)
+    conn = handle.connect("cli")
+    summary = conn.call("session.resume", {"ref": sid})
+    missed = conn.call("events.since", {"session_id": sid, "last_sequence": screen.last_sequence})
+    err(
+        f"(now on the gateway of {safe(str(handle.paths.root))}, port {handle.endpoint.port},"
+        f" epoch {handle.endpoint.epoch}; what happened meanwhile follows)"
+    )
+    screen.dropped.clear()
+    for event in missed.get("events") or []:
+        screen({"method": "session.event", "params": {**event, "session_id": sid}})
+    conn.start_reader(screen)
+    unknown = list(summary.get("unknown") or [])
+    if unknown:
+        err(
+            f"⚠ turn {unknown[0]} is unknown (its gateway stopped while it ran): your message is"
+            " kept; /discard resolves it and queued messages run then"
+        )
+    return conn, bool(unknown)
+
+
 def _repl(conn: Connection, hermes: Hermes, sid: str, *, paused: bool = False) -> None:
     """The interactive loop: read a line, submit it, show the stream; slash commands."""
     from hermes_es.cli.repl import COMMANDS
@@ -350,7 +390,10 @@ def _repl(conn: Connection, hermes: Hermes, sid: str, *, paused: bool = False) -
         if not text:
             continue
         if screen.dropped.is_set():
-            raise DroppedMidTurnError(dropped_notice(sid), subject=sid)
+            again = _reconnect(hermes, screen, sid)
+            if again is None:
+                raise DroppedMidTurnError(dropped_notice(sid), subject=sid)
+            conn, paused = again
         name, _, arg = text.partition(" ")
         arg = arg.strip()
         try:
@@ -439,5 +482,8 @@ def _repl(conn: Connection, hermes: Hermes, sid: str, *, paused: bool = False) -
             click.echo(f"(queued behind turn {admitted['queued'][0]})")
         screen.waiter(turn).wait()
         if screen.dropped.is_set():
-            raise DroppedMidTurnError(dropped_notice(sid), subject=sid)
+            again = _reconnect(hermes, screen, sid)
+            if again is None:
+                raise DroppedMidTurnError(dropped_notice(sid), subject=sid)
+            conn, paused = again
         sys.stdout.flush()

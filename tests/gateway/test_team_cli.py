@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import re
+import sys
 import time
 from pathlib import Path
 
+import pexpect
 import pytest
 
 from hermes_es.gateway.paths import GatewayPaths, read_endpoint
 from tests.gateway.conftest import GatewayProcess, SlowModel, model_config, write_config
-from tests.gateway.test_cli_gateway import hermes
+from tests.gateway.test_cli_gateway import ENTRY, hermes
 from tests.gateway.test_team_gateway import _env
 
 
@@ -33,7 +35,9 @@ def test_cli_turns_go_to_the_live_owner_before_and_after_kill9(
 ) -> None:
     """With gateway.team_homes set, ``hermes -q`` on the standby's host runs its turn on the
     owner (saying which gateway); after the owner is SIGKILLed, ``hermes -r SID -q`` on the
-    dead owner's host attaches to the same session through the standby that took over."""
+    dead owner's host attaches to the same session through the standby that took over; an
+    interactive chat attached to the killed owner reconnects to the new owner, says which
+    gateway it is on, and its next message runs there."""
     home_a = _team_host(tmp_path, "host-a", "host-b", slow_model, pg_url)
     home_b = _team_host(tmp_path, "host-b", "host-a", slow_model, pg_url)
     env_a, env_b = _env(home_a), _env(home_b)
@@ -49,6 +53,19 @@ def test_cli_turns_go_to_the_live_owner_before_and_after_kill9(
         assert f"through the owner gateway of {home_a}" in first.stderr
         assert slow_model.count("from the standby host") == 1
         sid = _session(first.stderr)
+        chat = pexpect.spawn(
+            sys.executable,
+            ["-c", ENTRY, "-r", sid],
+            env=env_a,
+            cwd=str(home_a),
+            encoding="utf-8",
+            timeout=30,
+            dimensions=(50, 200),
+        )
+        chat.expect_exact("› ")
+        chat.sendline("before the kill")
+        chat.expect_exact("echo: before the kill")
+        chat.expect_exact("› ")
 
         gw_a.kill9()
         deadline = time.monotonic() + 15
@@ -66,6 +83,15 @@ def test_cli_turns_go_to_the_live_owner_before_and_after_kill9(
         assert f"through the owner gateway of {home_b}" in second.stderr
         assert _session(second.stderr) == sid
         assert slow_model.count("after the kill") == 1
+
+        chat.sendline("after the drop")
+        chat.expect_exact(f"now on the gateway of {home_b}")
+        chat.expect_exact("echo: after the kill")  # replayed: what it missed while away
+        chat.expect_exact("echo: after the drop")
+        chat.expect_exact("› ")
+        chat.sendline("/exit")
+        chat.expect(pexpect.EOF)
+        assert slow_model.count("after the drop") == 1
 
         third = hermes(env_b, "-r", sid, "-q", "on the new owner")  # local owner: no notice
         assert third.returncode == 0, third.stderr
