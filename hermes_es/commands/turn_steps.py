@@ -21,7 +21,7 @@ from hermes_es.aggregates import session as agg_session
 from hermes_es.aggregates import turns as agg
 from hermes_es.aggregates.state import SessionState
 from hermes_es.commands.engine import SessionEngine, to_draft
-from hermes_es.commands.turns import EPOCH_STREAM_PREFIX, EpochEndedError
+from hermes_es.commands.turns import check_epoch
 from hermes_es.errors import HermesError
 
 
@@ -69,14 +69,7 @@ def begin(
     A message the session refuses finishes the turn ``failed`` in the same use case."""
     drafts = [to_draft(m) for m in messages]
     with engine.store.transaction() as batch:
-        if fence:
-            current = batch.version_of(f"{EPOCH_STREAM_PREFIX}{fence}")
-            if current != epoch:
-                raise EpochEndedError(
-                    f"epoch {epoch} of profile {fence} has ended (epoch {current} began):"
-                    " another gateway owns it",
-                    subject=fence,
-                )
+        check_epoch(batch, epoch, fence)
         state = engine._existing(batch, session_id)
         moved = state.display_version > display_version
         if agg.next_runnable(state) != turn:

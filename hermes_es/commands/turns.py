@@ -7,6 +7,7 @@ commit when the gateway's writer runs it). The decisions are ``aggregates.turns`
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 
@@ -92,6 +93,20 @@ class EpochEndedError(InvariantError):
     """A newer epoch of the profile began: the gateway of the older one no longer owns it."""
 
 
+def check_epoch(batch: Any, epoch: int, fence: str) -> None:
+    """Refuse (EpochEndedError) when ``fence`` names a profile whose current epoch is no
+    longer ``epoch``; nothing to check for an empty ``fence``."""
+    if not fence:
+        return
+    current = batch.version_of(f"{EPOCH_STREAM_PREFIX}{fence}")
+    if current != epoch:
+        raise EpochEndedError(
+            f"epoch {epoch} of profile {fence} has ended (epoch {current} began):"
+            " another gateway owns it",
+            subject=fence,
+        )
+
+
 def start_next(engine: SessionEngine, session_id: str, *, epoch: int, fence: str = "") -> int:
     """Start the session's next runnable turn, if any; returns its number (0: none).
 
@@ -99,14 +114,7 @@ def start_next(engine: SessionEngine, session_id: str, *, epoch: int, fence: str
     another gateway has begun a newer epoch, this one may start nothing more).
     """
     with engine.store.transaction() as batch:
-        if fence:
-            current = batch.version_of(f"{EPOCH_STREAM_PREFIX}{fence}")
-            if current != epoch:
-                raise EpochEndedError(
-                    f"epoch {epoch} of profile {fence} has ended (epoch {current} began):"
-                    " another gateway owns it",
-                    subject=fence,
-                )
+        check_epoch(batch, epoch, fence)
         state = engine._existing(batch, session_id)
         turn = agg.next_runnable(state)
         if not turn:

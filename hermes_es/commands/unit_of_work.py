@@ -199,6 +199,29 @@ class Store:
         self.factory.close()
 
 
+def fold(
+    state: SessionState,
+    session_id: str,
+    events: Sequence[ev.Event],
+    expected_version: int | None,
+    pending: list[tuple[str, int, ev.Event]],
+) -> None:
+    """Check ``expected_version``, then fold ``events`` into ``state`` and queue each with its
+    version on ``pending`` (``Batch.record`` and ``DeferredBatch.record``)."""
+    if expected_version is not None and expected_version != state.version:
+        raise ConflictError(
+            f"session {session_id} is at version {state.version}, not {expected_version}",
+            subject=session_id,
+            expected=expected_version,
+            actual=state.version,
+        )
+    for event in events:
+        check_text(event, type(event).__name__)  # nothing undecodable reaches the log
+        version = state.version + 1
+        apply(state, event, version)
+        pending.append((session_id, version, event))
+
+
 class Batch:
     """Events decided inside one transaction, stored and projected when it commits."""
 
@@ -236,18 +259,7 @@ class Batch:
     ) -> SessionState:
         """Fold ``events`` into the session's state and queue them for storing."""
         state = self.load(session_id)
-        if expected_version is not None and expected_version != state.version:
-            raise ConflictError(
-                f"session {session_id} is at version {state.version}, not {expected_version}",
-                subject=session_id,
-                expected=expected_version,
-                actual=state.version,
-            )
-        for event in events:
-            check_text(event, type(event).__name__)  # nothing undecodable reaches the log
-            version = state.version + 1
-            apply(state, event, version)
-            self._pending.append((session_id, version, event))
+        fold(state, session_id, events, expected_version, self._pending)
         return state
 
     def record_other(self, stream: str, events: Sequence[ev.Event]) -> None:
@@ -424,19 +436,7 @@ class DeferredBatch:
     ) -> SessionState:
         """Fold ``events`` into the session's state and queue them (as ``Batch.record``)."""
         state = self.load(session_id)
-        if expected_version is not None and expected_version != state.version:
-            raise ConflictError(
-                f"session {session_id} is at version {state.version}, not {expected_version}",
-                subject=session_id,
-                expected=expected_version,
-                actual=state.version,
-            )
-        pending = self.pending
-        for event in events:
-            check_text(event, type(event).__name__)  # nothing undecodable reaches the log
-            version = state.version + 1
-            apply(state, event, version)
-            pending.append((session_id, version, event))
+        fold(state, session_id, events, expected_version, self.pending)
         return state
 
     def version_of(self, stream: str) -> int:

@@ -309,10 +309,7 @@ class SessionAuthority:
                     pure=True,
                 )
             except RpcError as exc:
-                log.warning("session %s: cannot start its next turn: %s", session_id, exc.message)
-                if isinstance(exc.__cause__, turns.EpochEndedError):
-                    self.role = "lost"
-                    self.on_epoch_ended()
+                self._start_refused(session_id, exc)
                 break
             self._after_write(session_id)
             if not turn:
@@ -334,6 +331,13 @@ class SessionAuthority:
                 await self._finish(session_id, turn, "completed", seqs=outcome.seqs)
         if self.reaper is not None:
             self.reaper.turns_idle(session_id)
+
+    def _start_refused(self, session_id: str, exc: RpcError) -> None:
+        """A turn could not start: logged; an ended epoch means this gateway lost the profile."""
+        log.warning("session %s: cannot start its next turn: %s", session_id, exc.message)
+        if isinstance(exc.__cause__, turns.EpochEndedError):
+            self.role = "lost"
+            self.on_epoch_ended()
 
     async def _inline_turn(self, session_id: str, state: SessionState) -> str:
         """Run the session's next turn on this loop when nothing in it blocks: a responder
@@ -373,10 +377,7 @@ class SessionAuthority:
                 pure=True,
             )
         except RpcError as exc:
-            log.warning("session %s: cannot start its next turn: %s", session_id, exc.message)
-            if isinstance(exc.__cause__, turns.EpochEndedError):
-                self.role = "lost"
-                self.on_epoch_ended()
+            self._start_refused(session_id, exc)
             return "stop"
         self._after_write(session_id)
         if not begun.turn:  # the queue changed under the plan (a cancel): look again

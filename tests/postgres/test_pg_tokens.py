@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import apsw
 import pytest
 
@@ -20,10 +22,10 @@ TEXTS = [
 
 
 @pytest.mark.parametrize("text", TEXTS)
-def test_tokens_equal_fts5s(text: str) -> None:
+def test_tokens_equal_fts5s(text: str, tmp_path: Path) -> None:
     """Document and query tokens equal what the registered ``hermes`` tokenizer hands FTS5,
     and the tsvector literal lists each token with its 1-based positions."""
-    conn = apsw.Connection(":memory:")
+    conn = apsw.Connection(str(tmp_path / "tokens.db"))
     register_tokenizer(conn)
     fts5 = conn.fts5_tokenizer(TOKENIZER_NAME, [])
     for flags, query in ((apsw.FTS5_TOKENIZE_DOCUMENT, False), (apsw.FTS5_TOKENIZE_QUERY, True)):
