@@ -26,6 +26,7 @@ import msgspec
 
 from hermes_es.projections.fts import PREFIX_INDEX
 from hermes_es.queries.fts_query import Term, parse_terms
+from hermes_es.queries.term_sample import TermSamples
 from hermes_es.queries.tokens import text_tokenizer
 
 _PREFIX_EXPANSION = "0123456789abcdefghijklmnopqrstuvwxyz"
@@ -243,10 +244,16 @@ class Candidates:
         query: str,
         terms: Sequence[Term] | None = None,
         counted: tuple[int, int] | None = None,
+        samples: TermSamples | None = None,
     ) -> None:
         self.conn = conn
         self.counted = counted
         """(matches up to ``COUNT_CAP``, oldest row id) of a one-word query, counted already."""
+        self.samples = samples
+        """Each term's newest matches on a big index (``TermSamples``): its idf estimate, and
+        the floor of the first page (None: every idf counted, no floor)."""
+        self.floor = samples.floor if samples is not None else None
+        """Lowest row id the first page reads (the rarest term's newest ``size`` matches)."""
         self.terms = _plan_terms(conn, parse_terms(query) if terms is None else terms)
         self.match = " AND ".join(t.expr() for t in self.terms)
         self.freq = _Frequencies(self.terms)
@@ -263,13 +270,16 @@ class Candidates:
         if below is not None:
             sql += " AND rowid < ?"
             args.append(below)
+        elif self.floor is not None:
+            sql += " AND rowid >= ?"
+            args.append(self.floor)
         sql += " ORDER BY rowid DESC LIMIT ?"
         args.append(size)
         raw: list[tuple[int | str, int]] = self.conn.execute(sql, args).fetchall()
         if not raw:
             return []
         if self.idfs is None:
-            complete = below is None and len(raw) < size
+            complete = below is None and self.floor is None and len(raw) < size
             self.idfs = self._idfs(len(raw), raw[-1][1], complete, size)
         avgdl = self.freq.tokens / self.freq.rows
         if len(self.idfs) == 1:
@@ -288,4 +298,6 @@ class Candidates:
                 return [_idf(rows, float(found))]
             hits = _term_hits(self.conn, self.terms[0], cap, rows, (found, oldest), self.counted)
             return [_idf(rows, hits)]
+        if self.samples is not None:
+            return [_idf(rows, hits) for hits in self.samples.estimates]
         return [_idf(rows, _term_hits(self.conn, t, cap, rows)) for t in self.terms]

@@ -28,8 +28,9 @@ import msgspec
 from hermes_es.queries.bm25 import Candidates
 from hermes_es.queries.fts_query import Term, parse_terms
 from hermes_es.queries.listing import DEFAULT_HIDDEN_SOURCES
-from hermes_es.queries.search_plan import exact_pool
+from hermes_es.queries.search_plan import exact_pool, window_samples
 from hermes_es.queries.snippets import SNIPPET_CLOSE, SNIPPET_OPEN, Highlighter
+from hermes_es.queries.term_sample import TermSamples
 
 CANDIDATE_WINDOW = 2000
 """How many most-recent matches the bounded plan ranks before widening."""
@@ -202,6 +203,7 @@ def search_messages(
     if plan not in PLANS:
         raise ValueError(f"unknown search plan {plan!r}")
     counted: tuple[int, int] | None = None
+    samples: TermSamples | None = None
     if plan == "bounded":
         exact = exact_pool(conn, terms, match, window, max(2 * limit, 16))
         if exact.pool is not None:
@@ -211,8 +213,10 @@ def search_messages(
                 hits = hits_from(conn, query, exact.pool or [], limit, where, params, terms)
             if exact.complete or len(hits) >= limit:
                 return hits
-        counted = exact.counted
-    candidates = Candidates(conn, query, terms, counted)
+        counted, samples = exact.counted, exact.samples
+    else:
+        samples = window_samples(conn, terms)
+    candidates = Candidates(conn, query, terms, counted, samples)
     pool: list[tuple[float, int]] = []
     below: int | None = None
     size = window
@@ -220,9 +224,13 @@ def search_messages(
         batch = candidates.page(below, size)
         pool = sorted([*pool, *batch])
         hits = hits_from(conn, query, pool, limit, where, params, terms)
-        if len(batch) < size or len(hits) >= limit:
+        floored = below is None and candidates.floor is not None
+        if len(hits) >= limit or (len(batch) < size and not floored):
             return hits
-        below = min(rowid for _, rowid in batch)
+        if floored and len(batch) < size:  # every match from the floor up is in the pool
+            below = candidates.floor
+        else:
+            below = min(rowid for _, rowid in batch)
         size *= 8
 
 

@@ -7,9 +7,12 @@ idf) whatever the LIMIT, which is why the window plan exists. Where that count i
 window plan's statistics would be exact anyway, both give the same scores, so FTS5 ranks:
 
 * a query of several terms, none a prefix, whose matches fit the window (at most
-  ``window``) and none of whose terms has more than about ``FULL_COUNT_CAP`` matches:
-  every match is a candidate and every idf is exact (``bm25()`` counts each term's matches
-  in full, which for ``the`` at 5,000,000 messages would take longer than the window plan);
+  ``window``): every match is a candidate and every idf is exact. On an index of more than
+  ``FULL_COUNT_CAP`` rows only if, besides, its terms have at most about ``FULL_COUNT_CAP``
+  matches together (``bm25()`` counts each term's matches in full, which for ``the`` at
+  5,000,000 messages would take longer than the window plan) and one of them has fewer than
+  ``SAMPLE`` (so the intersection's walk seeks at most that many rows:
+  ``queries/term_sample.py``);
 * a one-word query (one token, no prefix) with fewer than ``COUNT_CAP`` matches: the window
   plan counts such a term exactly for its idf, so ``bm25()`` over the newest ``window``
   matches gives the same scores for the same candidates.
@@ -28,26 +31,27 @@ import apsw
 
 from hermes_es.queries import bm25
 from hermes_es.queries.fts_query import Term
+from hermes_es.queries.term_sample import TermSamples, indexed_rows, sample_terms
 from hermes_es.queries.tokens import text_tokenizer
+
+__all__ = ["FULL_COUNT_CAP", "SAMPLE", "ExactPool", "exact_pool", "indexed_rows", "window_samples"]
 
 _COUNT = (
     "SELECT count(*), min(rowid) FROM (SELECT rowid FROM messages_fts"
     " WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT ?)"
 )
-_SPAN = (
-    "SELECT (SELECT min(id) FROM messages_fts_docsize), (SELECT max(id) FROM messages_fts_docsize)"
-)
-_AVERAGES = "SELECT block FROM messages_fts_data WHERE id = 1"
 _ALL = "SELECT bm25(messages_fts) AS b, rowid FROM messages_fts WHERE messages_fts MATCH ?"
 _NEWEST = _ALL + " ORDER BY rowid DESC LIMIT ?"
 
 
 FULL_COUNT_CAP = 200_000
-"""Most matches a term of a several-term query may have (estimated) for FTS5's ``bm25()`` to
-rank it: ``bm25()`` counts every match of every term first (~45 ns a match, 9 ms for
-200,000), and ``the`` has millions at 5,000,000 messages; beyond, the window plan ranks."""
-SAMPLE = 256
-"""Newest matches of each such term counted to estimate how many it has."""
+"""Most matches the terms of a several-term query may have together (estimated) for FTS5's
+``bm25()`` to rank it: ``bm25()`` counts every match of every term first (~45-80 ns a match,
+9-16 ms for 200,000), and ``the`` has millions at 5,000,000 messages; beyond, the window plan
+ranks. Indexes of at most this many rows are never sampled (no sum can pass it)."""
+SAMPLE = 2000
+"""Newest matches of each term of a several-term query read on a bigger index: its count
+estimate, and the bound of the intersection's walk (``queries/term_sample.py``)."""
 
 
 class ExactPool:
@@ -59,6 +63,7 @@ class ExactPool:
         complete: bool,
         counted: tuple[int, int] | None = None,
         top: int | None = None,
+        samples: TermSamples | None = None,
     ) -> None:
         self.pool = pool
         """(bm25, rowid), best first; None: the window plan must score."""
@@ -68,6 +73,8 @@ class ExactPool:
         """Only the best ``top`` candidates were kept: there may be more."""
         self.counted = counted
         """(matches up to ``COUNT_CAP``, oldest row id among them) of a one-word query."""
+        self.samples = samples
+        """Each term's newest matches, for the window plan (``queries/term_sample.py``)."""
 
 
 def _one_token(conn: apsw.Connection, term: Term) -> bool:
@@ -112,50 +119,20 @@ def exact_pool(
         return ExactPool(None, False, (int(found), int(oldest)))
     if len(terms) == 1:  # a phrase: counting its matches costs as much as the window plan
         return ExactPool(None, False)
-    if _has_frequent_term(conn, terms):
-        return ExactPool(None, False)
+    samples = window_samples(conn, terms)
+    if samples is not None and (
+        sum(samples.estimates) > FULL_COUNT_CAP or samples.floor is not None
+    ):  # bm25() would count too many matches, or the walk would seek too many rows
+        return ExactPool(None, False, samples=samples)
     found, _ = conn.execute(_COUNT, (match, window + 1)).fetchone()
     if found <= window:
         return ExactPool(_best(conn, _ALL, (match,), top), True, top=top)
-    return ExactPool(None, False)
+    return ExactPool(None, False, samples=samples)
 
 
-def indexed_rows(conn: apsw.Connection) -> int | None:
-    """How many rows the index holds, from FTS5's averages record (None: can't tell).
-
-    The record (``messages_fts_data`` row 1) starts with the row count as an SQLite varint;
-    reading it costs one row look-up, where ``count(*)`` reads every page of the index.
-    """
-    found = conn.execute(_AVERAGES).fetchall()
-    if not found or not isinstance(found[0][0], bytes):
+def window_samples(conn: apsw.Connection, terms: Sequence[Term]) -> TermSamples | None:
+    """Each term's newest ``SAMPLE`` matches on an index of more than ``FULL_COUNT_CAP`` rows
+    (``queries/term_sample.py``); None for one term, a prefix term or a smaller index."""
+    if len(terms) < 2 or any(t.prefix for t in terms):
         return None
-    value = 0
-    for i, byte in enumerate(found[0][0][:9]):
-        if i == 8:
-            return (value << 8) | byte
-        value = (value << 7) | (byte & 0x7F)
-        if byte < 0x80:
-            return value
-    return None
-
-
-def _has_frequent_term(conn: apsw.Connection, terms: Sequence[Term]) -> bool:
-    """Whether a term probably has more than ``FULL_COUNT_CAP`` matches.
-
-    Each term's newest ``SAMPLE`` matches are counted (a short doclist walk, ~20 µs); a term
-    with that many is estimated from the share of row ids they span (message row ids grow with
-    the log position). An estimate, not a count: it only picks the plan.
-    """
-    rows = indexed_rows(conn)
-    if rows is not None and rows <= FULL_COUNT_CAP:
-        return False  # no term can have more matches than the index has rows
-    low = high = 0
-    for term in terms:
-        found, oldest = conn.execute(_COUNT, (term.to_fts(), SAMPLE)).fetchone()
-        if found < SAMPLE:
-            continue
-        if not high:
-            low, high = conn.execute(_SPAN).fetchone()
-        if found * (high - low + 1) > FULL_COUNT_CAP * (high - int(oldest) + 1):
-            return True
-    return False
+    return sample_terms(conn, [t.to_fts() for t in terms], SAMPLE, FULL_COUNT_CAP)

@@ -123,15 +123,19 @@ def test_several_rare_terms_score_as_fts5_bm25(corpus: apsw.Connection) -> None:
 def test_a_very_frequent_term_goes_to_the_window_plan(
     corpus: apsw.Connection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A term estimated to have more than FULL_COUNT_CAP matches is never counted in full by
-    FTS5: the query is ranked by the window plan (same hits, order and scores as plan=window)."""
-    monkeypatch.setattr(search_plan, "FULL_COUNT_CAP", 100)
-    monkeypatch.setattr(search_plan, "SAMPLE", 20)
+    """On a big index (here: more than FULL_COUNT_CAP rows), terms estimated to have more than
+    FULL_COUNT_CAP matches together, or each at least SAMPLE, are ranked by the window plan
+    (same hits, order and scores as plan=window); a pair with a term under SAMPLE and few
+    matches together keeps FTS5's bm25()."""
+    monkeypatch.setattr(search_plan, "FULL_COUNT_CAP", 300)
+    monkeypatch.setattr(search_plan, "SAMPLE", 40)
     found = exact_pool(corpus, parse_terms("w0 w120"), '"w0" AND "w120"', 2000)
-    assert found.pool is None and not found.complete
+    assert found.pool is None and not found.complete and found.samples is not None
+    both = exact_pool(corpus, parse_terms("w50 w77"), '"w50" AND "w77"', 2000)
+    assert both.pool is None and both.samples is not None and both.samples.floor is not None
     rare = exact_pool(corpus, parse_terms("w120 w77"), '"w120" AND "w77"', 2000)
     assert rare.complete and rare.pool is not None
-    for query in ("w0 w120", "w120 w0", "w1 w9"):
+    for query in ("w0 w120", "w120 w0", "w1 w9", "w50 w77"):
         bounded = search_messages(corpus, query, limit=7)
         reference = search_messages(corpus, query, limit=7, plan="window")
         assert bounded, query
@@ -142,6 +146,33 @@ def test_a_very_frequent_term_goes_to_the_window_plan(
             math.isclose(x.score, y.score, rel_tol=1e-9)
             for x, y in zip(bounded, reference, strict=True)
         )
+
+
+def test_the_floor_bounds_the_first_page_only(
+    corpus: apsw.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first page of a floored pair reads only rows from the rarest term's newest SAMPLE
+    matches up; when they give too few hits the older matches follow, so a large limit finds
+    every match."""
+    monkeypatch.setattr(search_plan, "FULL_COUNT_CAP", 300)
+    monkeypatch.setattr(search_plan, "SAMPLE", 40)
+    samples = search_plan.window_samples(corpus, parse_terms("w9 w20"))
+    assert samples is not None and samples.floor is not None
+    newest = [
+        int(r[0])
+        for r in corpus.execute(
+            "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rowid DESC"
+            " LIMIT 40",
+            ('"w20"',),
+        )
+    ]
+    assert samples.floor == newest[-1]  # w20 is the rarer: its newest 40 reach furthest back
+    few = search_messages(corpus, "w9 w20", limit=3)
+    assert len(few) == 3 and all(h.message_id >= samples.floor for h in few)
+    every = search_messages(corpus, "w9 w20", limit=5000)
+    full = search_messages(corpus, "w9 w20", limit=5000, plan="full")
+    assert sorted(h.message_id for h in every) == sorted(h.message_id for h in full)
+    assert any(h.message_id < samples.floor for h in every)
 
 
 def test_top_candidates_are_the_best_of_the_pool(corpus: apsw.Connection) -> None:
