@@ -129,6 +129,59 @@ def hits_from(
     return found
 
 
+_RANKED = (
+    "SELECT x.*, (SELECT content FROM messages WHERE id = x.id) FROM ("
+    "SELECT c.b, m.id, m.session_id, m.seq, m.role, m.at, s.source, s.title, s.root_id,"
+    " m.state, m.ord FROM ({pool}) c JOIN messages m ON m.id = c.rid"
+    " JOIN sessions s ON s.id = m.session_id WHERE 1{where} ORDER BY c.b, c.rid LIMIT ?) x"
+)
+
+
+def ranked_hits(
+    conn: apsw.Connection,
+    query: str,
+    source: tuple[str, tuple[object, ...]],
+    top: int | None,
+    limit: int,
+    where: str,
+    params: list[object],
+    terms: Sequence[Term] | None = None,
+) -> list[SearchHit]:
+    """The best ``limit`` candidates of ``source`` (a statement of ``b``, ``rowid``) that pass
+    the filters, best first (ties by row id), with snippets: one statement that ranks, joins
+    the details and reads the text of only the rows it returns. With ``top``, only the best
+    ``top`` candidates are joined (the filters may then leave fewer than ``limit``)."""
+    sql, args = source
+    pool = f"SELECT b, rowid AS rid FROM ({sql})"
+    pool_args: tuple[object, ...] = args
+    if top is not None:
+        pool += " ORDER BY b, rowid LIMIT ?"
+        pool_args = (*args, top)
+    rows = conn.execute(
+        _RANKED.format(pool=pool, where=where), [*pool_args, *params, limit]
+    ).fetchall()
+    if not rows:
+        return []
+    marker = Highlighter(conn, query, terms)
+    return [
+        SearchHit(
+            session_id=r[2],
+            seq=r[3],
+            role=r[4],
+            snippet=marker.snippet(str(r[11])),
+            score=r[0],
+            at=r[5],
+            source=r[6],
+            title=r[7],
+            root_id=r[8],
+            state=r[9],
+            message_id=r[1],
+            ord=r[10],
+        )
+        for r in rows
+    ]
+
+
 def _ranked(
     conn: apsw.Connection,
     match: str,
@@ -206,11 +259,10 @@ def search_messages(
     samples: TermSamples | None = None
     if plan == "bounded":
         exact = exact_pool(conn, terms, match, window, max(2 * limit, 16))
-        if exact.pool is not None:
-            hits = hits_from(conn, query, exact.pool, limit, where, params, terms)
+        if exact.source is not None:
+            hits = ranked_hits(conn, query, exact.source, exact.top, limit, where, params, terms)
             if len(hits) < limit and exact.truncated:  # the filters left too few: all of them
-                exact = exact_pool(conn, terms, match, window)
-                hits = hits_from(conn, query, exact.pool or [], limit, where, params, terms)
+                hits = ranked_hits(conn, query, exact.source, None, limit, where, params, terms)
             if exact.complete or len(hits) >= limit:
                 return hits
         counted, samples = exact.counted, exact.samples

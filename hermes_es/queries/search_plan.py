@@ -55,26 +55,42 @@ estimate, and the bound of the intersection's walk (``queries/term_sample.py``).
 
 
 class ExactPool:
-    """What ``exact_pool`` found: scored candidates, or the count it made (or neither)."""
+    """What ``exact_pool`` found: the statement of FTS5-scored candidates, or the count it made
+    (or neither)."""
 
     def __init__(
         self,
-        pool: list[tuple[float, int]] | None,
+        conn: apsw.Connection,
+        source: tuple[str, tuple[object, ...]] | None,
         complete: bool,
+        *,
+        size: int = 0,
         counted: tuple[int, int] | None = None,
         top: int | None = None,
         samples: TermSamples | None = None,
     ) -> None:
-        self.pool = pool
-        """(bm25, rowid), best first; None: the window plan must score."""
+        self.conn = conn
+        self.source = source
+        """A statement yielding (bm25 ``b``, ``rowid``) of every candidate, and its arguments;
+        None: the window plan must score."""
+        self.size = size
+        """How many candidates ``source`` yields."""
+        self.top = top
         self.complete = complete
-        """The pool holds every match (no older page can add hits)."""
-        self.truncated = top is not None and pool is not None and len(pool) >= top
-        """Only the best ``top`` candidates were kept: there may be more."""
+        """The candidates are every match (no older page can add hits)."""
+        self.truncated = top is not None and source is not None and size >= top
+        """``pool`` keeps only the best ``top`` candidates: there may be more."""
         self.counted = counted
         """(matches up to ``COUNT_CAP``, oldest row id among them) of a one-word query."""
         self.samples = samples
         """Each term's newest matches, for the window plan (``queries/term_sample.py``)."""
+
+    @property
+    def pool(self) -> list[tuple[float, int]] | None:
+        """(bm25, rowid) of the candidates best first (the best ``top`` of them), read now."""
+        if self.source is None:
+            return None
+        return _best(self.conn, self.source[0], self.source[1], self.top)
 
 
 def _one_token(conn: apsw.Connection, term: Term) -> bool:
@@ -102,32 +118,32 @@ def exact_pool(
 ) -> ExactPool:
     """FTS5-scored candidates for ``match`` where they equal the window plan's (see above).
 
-    With ``top``, only the best ``top`` candidates are returned (``ExactPool.truncated`` says
-    when there may be more): they come sorted from SQLite instead of every candidate reaching
-    Python to be sorted there.
+    The candidates are not read here: ``ExactPool.source`` is their statement, which
+    ``queries/search.py`` joins to the details in one statement. With ``top``,
+    ``ExactPool.pool`` reads only the best ``top`` (``ExactPool.truncated`` says when there
+    may be more), sorted by SQLite.
     """
     if not terms or any(t.prefix for t in terms):
-        return ExactPool(None, False)
+        return ExactPool(conn, None, False)
     cap = bm25.COUNT_CAP
     if len(terms) == 1 and _one_token(conn, terms[0]) and cap > window:
         found, oldest = conn.execute(_COUNT, (match, cap)).fetchone()
         if found < cap:
             if found <= window:
-                return ExactPool(_best(conn, _ALL, (match,), top), True, top=top)
-            newest = _best(conn, _NEWEST, (match, window), top)
-            return ExactPool(newest, False, top=top)
-        return ExactPool(None, False, (int(found), int(oldest)))
+                return ExactPool(conn, (_ALL, (match,)), True, size=found, top=top)
+            return ExactPool(conn, (_NEWEST, (match, window)), False, size=window, top=top)
+        return ExactPool(conn, None, False, counted=(int(found), int(oldest)))
     if len(terms) == 1:  # a phrase: counting its matches costs as much as the window plan
-        return ExactPool(None, False)
+        return ExactPool(conn, None, False)
     samples = window_samples(conn, terms)
     if samples is not None and (
         sum(samples.estimates) > FULL_COUNT_CAP or samples.floor is not None
     ):  # bm25() would count too many matches, or the walk would seek too many rows
-        return ExactPool(None, False, samples=samples)
+        return ExactPool(conn, None, False, samples=samples)
     found, _ = conn.execute(_COUNT, (match, window + 1)).fetchone()
     if found <= window:
-        return ExactPool(_best(conn, _ALL, (match,), top), True, top=top)
-    return ExactPool(None, False, samples=samples)
+        return ExactPool(conn, (_ALL, (match,)), True, size=found, top=top)
+    return ExactPool(conn, None, False, samples=samples)
 
 
 def window_samples(conn: apsw.Connection, terms: Sequence[Term]) -> TermSamples | None:
