@@ -28,7 +28,7 @@ import msgspec
 from hermes_es.queries.bm25 import Candidates
 from hermes_es.queries.fts_query import Term, parse_terms
 from hermes_es.queries.listing import DEFAULT_HIDDEN_SOURCES
-from hermes_es.queries.search_plan import exact_pool, window_samples
+from hermes_es.queries.search_plan import FusedPlan, fused_plan, window_samples
 from hermes_es.queries.snippets import SNIPPET_CLOSE, SNIPPET_OPEN, Highlighter
 from hermes_es.queries.term_sample import TermSamples
 
@@ -77,9 +77,9 @@ def _filters(
 
 _DETAILS = (
     "SELECT m.id, m.session_id, m.seq, m.role, m.at, s.source, s.title, s.root_id, m.state,"
-    " m.ord, m.content"
-    " FROM messages m JOIN sessions s ON s.id = m.session_id WHERE m.id IN ({marks})"
+    " m.ord{text} FROM messages m JOIN sessions s ON s.id = m.session_id WHERE m.id IN ({marks})"
 )
+_TEXTS = "SELECT id, content FROM messages WHERE id IN ({marks})"
 DETAILS_CHUNK = 1000
 """Most candidates looked up in one ``IN (…)`` query (the first look-up asks for ``2 * limit``,
 so the common case reads only the rows it returns)."""
@@ -94,7 +94,10 @@ def hits_from(
     params: list[object],
     terms: Sequence[Term] | None = None,
 ) -> list[SearchHit]:
-    """The best ``limit`` pool entries that pass the filters, with snippets."""
+    """The best ``limit`` pool entries that pass the filters, with snippets.
+
+    A look-up of more candidates than hits still wanted reads their details without the text
+    (which is decoded from the log), then the text of the hits it keeps."""
     found: list[SearchHit] = []
     marker = Highlighter(conn, query, terms)
     start, chunk = 0, max(2 * limit, 16)
@@ -102,84 +105,98 @@ def hits_from(
         part = pool[start : start + chunk]
         start += len(part)
         chunk = min(chunk * 4, DETAILS_CHUNK)
-        sql = _DETAILS.format(marks=",".join("?" * len(part))) + where
+        marks = ",".join("?" * len(part))
+        wanted = limit - len(found)
+        text = ", m.content" if len(part) <= wanted else ""
+        sql = _DETAILS.format(text=text, marks=marks) + where
         rows = {int(r[0]): r for r in conn.execute(sql, [*(i for _, i in part), *params])}
-        for score, rowid in part:
-            r = rows.get(rowid)
-            if r is None:
-                continue
+        kept = [(score, rows[rowid]) for score, rowid in part if rowid in rows][:wanted]
+        if text:
+            texts = {int(r[0]): str(r[10]) for _, r in kept}
+        else:
+            chosen = [int(r[0]) for _, r in kept]
+            sql = _TEXTS.format(marks=",".join("?" * len(chosen)))
+            texts = {int(i): str(t) for i, t in conn.execute(sql, chosen)} if chosen else {}
+        for score, r in kept:
             found.append(
                 SearchHit(
                     session_id=r[1],
                     seq=r[2],
                     role=r[3],
-                    snippet=marker.snippet(str(r[10])),
+                    snippet=marker.snippet(texts[int(r[0])]),
                     score=score,
                     at=r[4],
                     source=r[5],
                     title=r[6],
                     root_id=r[7],
                     state=r[8],
-                    message_id=rowid,
+                    message_id=int(r[0]),
                     ord=r[9],
                 )
             )
-            if len(found) >= limit:
-                return found
+        if len(found) >= limit:
+            return found
     return found
 
 
-_RANKED = (
-    "SELECT x.*, (SELECT content FROM messages WHERE id = x.id) FROM ("
-    "SELECT c.b, m.id, m.session_id, m.seq, m.role, m.at, s.source, s.title, s.root_id,"
-    " m.state, m.ord FROM ({pool}) c JOIN messages m ON m.id = c.rid"
-    " JOIN sessions s ON s.id = m.session_id WHERE 1{where} ORDER BY c.b, c.rid LIMIT ?) x"
+_FUSED = (
+    "WITH n AS MATERIALIZED (SELECT count(*) AS cnt, min(rowid) AS oldest FROM (SELECT rowid"
+    " FROM messages_fts WHERE messages_fts MATCH ?1 ORDER BY rowid DESC LIMIT ?2)),"
+    " c AS (SELECT bm25(messages_fts) AS b, rowid AS rid FROM messages_fts"
+    " WHERE messages_fts MATCH ?1"
+    " AND rowid <= (SELECT CASE WHEN cnt <= ?3 THEN 9223372036854775807 ELSE -1 END FROM n)"
+    " ORDER BY rowid DESC LIMIT ?4)"
+    " SELECT n.cnt, n.oldest, x.* FROM n LEFT JOIN (SELECT y.*,"
+    " (SELECT content FROM messages WHERE id = y.id) FROM (SELECT t.b, m.id, m.session_id,"
+    " m.seq, m.role, m.at, s.source, s.title, s.root_id, m.state, m.ord"
+    " FROM (SELECT b, rid FROM c ORDER BY b, rid LIMIT ?5) t JOIN messages m ON m.id = t.rid"
+    " JOIN sessions s ON s.id = m.session_id WHERE 1{where} ORDER BY t.b, t.rid LIMIT ?) y) x"
+    " ON 1 ORDER BY x.b, x.id"
 )
 
 
-def ranked_hits(
+def fused_hits(
     conn: apsw.Connection,
     query: str,
-    source: tuple[str, tuple[object, ...]],
-    top: int | None,
+    match: str,
+    plan: FusedPlan,
+    top: int,
     limit: int,
     where: str,
     params: list[object],
     terms: Sequence[Term] | None = None,
-) -> list[SearchHit]:
-    """The best ``limit`` candidates of ``source`` (a statement of ``b``, ``rowid``) that pass
-    the filters, best first (ties by row id), with snippets: one statement that ranks, joins
-    the details and reads the text of only the rows it returns. With ``top``, only the best
-    ``top`` candidates are joined (the filters may then leave fewer than ``limit``)."""
-    sql, args = source
-    pool = f"SELECT b, rowid AS rid FROM ({sql})"
-    pool_args: tuple[object, ...] = args
-    if top is not None:
-        pool += " ORDER BY b, rowid LIMIT ?"
-        pool_args = (*args, top)
+) -> tuple[list[SearchHit], int, int]:
+    """One statement: count the newest matches (up to ``plan.count_cap``); when the count
+    passes ``plan.gate``, rank the newest ``plan.window`` with FTS5's ``bm25()``, join the
+    best ``top`` (-1: all) to their details, keep the best ``limit`` that pass the filters
+    (ties by row id) and read the text of only those. Returns the hits with snippets, the
+    count and the oldest row id counted (a failed gate: no hits, and ``bm25()`` never ran)."""
     rows = conn.execute(
-        _RANKED.format(pool=pool, where=where), [*pool_args, *params, limit]
+        _FUSED.format(where=where),
+        [match, plan.count_cap, plan.gate, plan.window, top, *params, limit],
     ).fetchall()
-    if not rows:
-        return []
+    found, oldest = int(rows[0][0]), int(rows[0][1] or 0)
+    if rows[0][3] is None:
+        return [], found, oldest
     marker = Highlighter(conn, query, terms)
-    return [
+    hits = [
         SearchHit(
-            session_id=r[2],
-            seq=r[3],
-            role=r[4],
-            snippet=marker.snippet(str(r[11])),
-            score=r[0],
-            at=r[5],
-            source=r[6],
-            title=r[7],
-            root_id=r[8],
-            state=r[9],
-            message_id=r[1],
-            ord=r[10],
+            session_id=r[4],
+            seq=r[5],
+            role=r[6],
+            snippet=marker.snippet(str(r[13])),
+            score=r[2],
+            at=r[7],
+            source=r[8],
+            title=r[9],
+            root_id=r[10],
+            state=r[11],
+            message_id=r[3],
+            ord=r[12],
         )
         for r in rows
     ]
+    return hits, found, oldest
 
 
 def _ranked(
@@ -258,14 +275,18 @@ def search_messages(
     counted: tuple[int, int] | None = None
     samples: TermSamples | None = None
     if plan == "bounded":
-        exact = exact_pool(conn, terms, match, window, max(2 * limit, 16))
-        if exact.source is not None:
-            hits = ranked_hits(conn, query, exact.source, exact.top, limit, where, params, terms)
-            if len(hits) < limit and exact.truncated:  # the filters left too few: all of them
-                hits = ranked_hits(conn, query, exact.source, None, limit, where, params, terms)
-            if exact.complete or len(hits) >= limit:
-                return hits
-        counted, samples = exact.counted, exact.samples
+        fused, samples = fused_plan(conn, terms, window)
+        if fused is not None:
+            top = max(2 * limit, 16)
+            found_by = (conn, query, match, fused)
+            hits, found, oldest = fused_hits(*found_by, top, limit, where, params, terms)
+            if found <= fused.gate:
+                if len(hits) < limit and min(found, window) >= top:  # the filters left too few
+                    hits, _, _ = fused_hits(*found_by, -1, limit, where, params, terms)
+                if found <= window or len(hits) >= limit:
+                    return hits
+            elif fused.one_word:
+                counted = (found, oldest)
     else:
         samples = window_samples(conn, terms)
     candidates = Candidates(conn, query, terms, counted, samples)

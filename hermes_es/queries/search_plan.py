@@ -17,10 +17,15 @@ window plan's statistics would be exact anyway, both give the same scores, so FT
   plan counts such a term exactly for its idf, so ``bm25()`` over the newest ``window``
   matches gives the same scores for the same candidates.
 
+The count and the ranking are one statement (``FusedPlan``, ``queries/search.py``): its first
+part walks the newest matches up to the cap, and FTS5 ranks only when the count passes the gate
+(otherwise the ranking part is handed a row-id bound no row meets, so ``bm25()`` never counts
+the term in full).
+
 Anything else keeps the window plan: prefix terms, frequent words (which then reuse the count
-made here), one phrase or identifier (counting a phrase's matches first cost more than it saved:
-most identifiers are rare, and the window plan ranks a rare phrase in one pass), and several
-terms with many matches together or a term with very many.
+made here), one phrase or identifier (``bm25()`` counts a phrase's matches by checking the
+positions of every row holding its tokens: slower than the window plan's pass), and several
+terms with many matches together or (on a big index) many each.
 """
 
 from __future__ import annotations
@@ -40,8 +45,10 @@ _COUNT = (
     "SELECT count(*), min(rowid) FROM (SELECT rowid FROM messages_fts"
     " WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT ?)"
 )
-_ALL = "SELECT bm25(messages_fts) AS b, rowid FROM messages_fts WHERE messages_fts MATCH ?"
-_NEWEST = _ALL + " ORDER BY rowid DESC LIMIT ?"
+_NEWEST = (
+    "SELECT bm25(messages_fts) AS b, rowid FROM messages_fts WHERE messages_fts MATCH ?"
+    " ORDER BY rowid DESC LIMIT ?"
+)
 
 
 FULL_COUNT_CAP = 200_000
@@ -109,6 +116,43 @@ def _best(
     return rows
 
 
+class FusedPlan:
+    """How one statement counts a query's newest matches and, when their statistics are exact,
+    ranks them with FTS5's ``bm25()`` (``queries/search.py``, ``fused_hits``)."""
+
+    def __init__(
+        self, count_cap: int, gate: int, window: int, one_word: bool, samples: TermSamples | None
+    ) -> None:
+        self.count_cap = count_cap
+        """The newest matches counted (a capped doclist walk)."""
+        self.gate = gate
+        """Most matches (of the ``count_cap`` counted) for ``bm25()`` to rank."""
+        self.window = window
+        self.one_word = one_word
+        """A one-word query: a count that fails the gate is handed to the window plan."""
+        self.samples = samples
+
+
+def fused_plan(
+    conn: apsw.Connection, terms: Sequence[Term], window: int
+) -> tuple[FusedPlan | None, TermSamples | None]:
+    """The fused statement's counts for ``terms`` (None: the window plan must score), and the
+    terms' samples on a big index (``queries/term_sample.py``)."""
+    if not terms or any(t.prefix for t in terms):
+        return None, None
+    cap = bm25.COUNT_CAP
+    if len(terms) == 1 and _one_token(conn, terms[0]) and cap > window:
+        return FusedPlan(cap, cap - 1, window, True, None), None
+    if len(terms) == 1:  # a phrase: bm25()'s count of its matches costs more than it saves
+        return None, None
+    samples = window_samples(conn, terms)
+    if samples is not None and (
+        sum(samples.estimates) > FULL_COUNT_CAP or samples.floor is not None
+    ):  # bm25() would count too many matches, or the walk would seek too many rows
+        return None, samples
+    return FusedPlan(window + 1, window, window, False, samples), samples
+
+
 def exact_pool(
     conn: apsw.Connection,
     terms: Sequence[Term],
@@ -116,34 +160,20 @@ def exact_pool(
     window: int,
     top: int | None = None,
 ) -> ExactPool:
-    """FTS5-scored candidates for ``match`` where they equal the window plan's (see above).
-
-    The candidates are not read here: ``ExactPool.source`` is their statement, which
-    ``queries/search.py`` joins to the details in one statement. With ``top``,
-    ``ExactPool.pool`` reads only the best ``top`` (``ExactPool.truncated`` says when there
-    may be more), sorted by SQLite.
+    """FTS5-scored candidates for ``match`` where they equal the window plan's (see above):
+    the count ``fused_plan`` describes, made on its own (the search makes it inside its one
+    statement). ``ExactPool.pool`` reads the candidates (with ``top``, only the best ``top``,
+    sorted by SQLite; ``ExactPool.truncated`` says when there may be more).
     """
-    if not terms or any(t.prefix for t in terms):
-        return ExactPool(conn, None, False)
-    cap = bm25.COUNT_CAP
-    if len(terms) == 1 and _one_token(conn, terms[0]) and cap > window:
-        found, oldest = conn.execute(_COUNT, (match, cap)).fetchone()
-        if found < cap:
-            if found <= window:
-                return ExactPool(conn, (_ALL, (match,)), True, size=found, top=top)
-            return ExactPool(conn, (_NEWEST, (match, window)), False, size=window, top=top)
-        return ExactPool(conn, None, False, counted=(int(found), int(oldest)))
-    if len(terms) == 1:  # a phrase: counting its matches costs as much as the window plan
-        return ExactPool(conn, None, False)
-    samples = window_samples(conn, terms)
-    if samples is not None and (
-        sum(samples.estimates) > FULL_COUNT_CAP or samples.floor is not None
-    ):  # bm25() would count too many matches, or the walk would seek too many rows
+    plan, samples = fused_plan(conn, terms, window)
+    if plan is None:
         return ExactPool(conn, None, False, samples=samples)
-    found, _ = conn.execute(_COUNT, (match, window + 1)).fetchone()
-    if found <= window:
-        return ExactPool(conn, (_ALL, (match,)), True, size=found, top=top)
-    return ExactPool(conn, None, False, samples=samples)
+    found, oldest = conn.execute(_COUNT, (match, plan.count_cap)).fetchone()
+    if found > plan.gate:
+        counted = (int(found), int(oldest)) if plan.one_word else None
+        return ExactPool(conn, None, False, counted=counted, samples=samples)
+    size = min(int(found), window)
+    return ExactPool(conn, (_NEWEST, (match, window)), found <= window, size=size, top=top)
 
 
 def window_samples(conn: apsw.Connection, terms: Sequence[Term]) -> TermSamples | None:
