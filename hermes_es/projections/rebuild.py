@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import apsw
 import msgspec
 
 from hermes_es import events as ev
-from hermes_es.aggregates.state import SessionState, apply
+from hermes_es.aggregates.state import SessionState, apply, decode_state
 from hermes_es.events import SessionDeleted
 from hermes_es.projections.base import Change, ReplayRaced
 from hermes_es.projections.catalog import (
@@ -23,6 +24,7 @@ from hermes_es.projections.catalog import (
 )
 from hermes_es.projections.fts import register_tokenizer
 from hermes_es.projections.leftovers import REBUILD_PREFIX, rebuild_lock
+from hermes_es.projections.rebuild_reader import End, Ops, Reader
 from hermes_es.store.db import BUSY_TIMEOUT_MS, file_uri, read_transaction, write_transaction
 from hermes_es.store.decoding import decode_row
 from hermes_es.store.message_text import register_message_text
@@ -39,6 +41,9 @@ pages (session rows updated across batches, index segments being merged) stay in
 RACE_ATTEMPTS = 5
 """Replays started over when sessions are deleted under them (``ReplayRaced``) before giving up."""
 NON_SESSION_PREFIXES = ("prompt:", "receipt:", "gateway:")
+READER_MIN_EVENTS = 50_000
+"""Logs from this many events up are rebuilt with a reader process (starting one costs a
+fraction of a second; below this the rebuild itself takes about that long)."""
 
 
 def is_session_stream(stream: str) -> bool:
@@ -148,18 +153,24 @@ def _drop(conn: apsw.Connection, tables: list[str]) -> None:
         conn.execute(f"DROP TABLE IF EXISTS {table}")
 
 
-def rebuild(db_path: Path | str, progress: Progress | None = None) -> int:
+def rebuild(
+    db_path: Path | str, progress: Progress | None = None, *, reader: bool | None = None
+) -> int:
     """Replay the whole log into fresh tables, then swap them in with one transaction.
 
     Writers keep working during the replay; the swap transaction first catches up with events
     committed meanwhile. Returns the number of events replayed.
+
+    ``reader``: read, decode and fold the log in a second process ahead of this one, which then
+    only writes (``rebuild_reader``); by default when the log holds ``READER_MIN_EVENTS`` or
+    more and the machine has more than one core. The tables built are the same either way.
     """
     with rebuild_lock(db_path):
         conn = connect(db_path)
         fresh = ProjectionSet(REBUILD_PREFIX, bulk=True)
         try:
             try:
-                count = _rebuild(conn, fresh, progress)
+                count = _rebuild(db_path, conn, fresh, progress, reader)
             except BaseException:
                 drop_generation(conn, fresh)
                 raise
@@ -184,18 +195,32 @@ def drop_generation(conn: apsw.Connection, pset: ProjectionSet) -> None:
         _drop(conn, pset.tables())
 
 
-def _rebuild(conn: apsw.Connection, fresh: ProjectionSet, progress: Progress | None) -> int:
+def _rebuild(
+    db_path: Path | str,
+    conn: apsw.Connection,
+    fresh: ProjectionSet,
+    progress: Progress | None,
+    use_reader: bool | None,
+) -> int:
+    if use_reader is None:
+        use_reader = (os.cpu_count() or 1) > 1 and _total(conn) >= READER_MIN_EVENTS
     for attempt in range(1, RACE_ATTEMPTS + 1):
+        reader = Reader(db_path, fresh.prefix, BATCH) if use_reader else None
         try:
-            return _rebuild_once(conn, fresh, progress)
+            return _rebuild_once(conn, fresh, progress, reader)
         except ReplayRaced:
             if attempt == RACE_ATTEMPTS:
                 raise
             drop_generation(conn, fresh)  # start over from the log as it is now
+        finally:
+            if reader is not None:
+                reader.close()
     raise AssertionError("unreachable")
 
 
-def _rebuild_once(conn: apsw.Connection, fresh: ProjectionSet, progress: Progress | None) -> int:
+def _rebuild_once(
+    conn: apsw.Connection, fresh: ProjectionSet, progress: Progress | None, reader: Reader | None
+) -> int:
     live = ProjectionSet()
     with conn:
         _drop(conn, fresh.tables())
@@ -203,14 +228,31 @@ def _rebuild_once(conn: apsw.Connection, fresh: ProjectionSet, progress: Progres
     conn.execute(f"PRAGMA cache_size = -{REBUILD_CACHE_KIB}")
     replayer = Replayer(fresh)
     total = _total(conn)
-    for changes in _log_batches(conn, 0):
-        with conn:
-            replayer.feed(conn, changes)
-        if progress:
-            progress(replayer.count, max(total, replayer.count))
+    if reader is None:
+        for changes in _log_batches(conn, 0):
+            with conn:
+                replayer.feed(conn, changes)
+            if progress:
+                progress(replayer.count, max(total, replayer.count))
+    else:
+        for frame in reader.frames():
+            if isinstance(frame, End):
+                break
+            with conn:
+                if isinstance(frame, Ops):
+                    reader.apply(conn, frame)
+                    replayer.position = frame.position
+                    replayer.count += frame.count
+                else:
+                    feed_from_heads(conn, replayer, _changes(frame.rows))  # type: ignore[arg-type]
+            if progress:
+                progress(replayer.count, max(total, replayer.count))
     with conn:
         for changes in _log_batches(conn, replayer.position):
-            replayer.feed(conn, changes)
+            if reader is None:
+                replayer.feed(conn, changes)
+            else:  # the states are the reader's: the heads written so far hold them
+                feed_from_heads(conn, replayer, changes)
         # The old generation's pages are zeroed as they are freed (secure_delete is on for
         # every connection): they hold copies of text a later delete must not leave behind.
         live.drop_views(conn)
@@ -221,6 +263,26 @@ def _rebuild_once(conn: apsw.Connection, fresh: ProjectionSet, progress: Progres
         live.create_indexes(conn)
         set_position(conn, replayer.position or get_position(conn))
     return replayer.count
+
+
+def feed_from_heads(conn: apsw.Connection, replayer: Replayer, changes: list[Change]) -> None:
+    """``replayer.feed`` with the touched sessions' states read from the heads written so far.
+
+    With a reader process the states are folded there; a batch the writer replays itself
+    (``Rows``) starts from the heads of the tables being built, which are those states: every
+    batch writes the head of every session it touched, and a delete removes the row.
+    """
+    table = f"{replayer.pset.prefix}sessions"
+    ids = list(dict.fromkeys(c.stream for c in changes if is_session_stream(c.stream)))
+    states: dict[str, SessionState] = {}
+    for i in range(0, len(ids), 500):
+        chunk = ids[i : i + 500]
+        rows = conn.execute(
+            f"SELECT id, head FROM {table} WHERE id IN ({', '.join('?' * len(chunk))})", chunk
+        ).fetchall()
+        states.update((str(sid), decode_state(head)) for sid, head in rows)
+    replayer.states = states
+    replayer.feed(conn, changes)
 
 
 class TableDiff(msgspec.Struct, frozen=True):
