@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import struct
 import subprocess
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -296,17 +298,43 @@ class Reader:
         self._process.wait(10)
 
 
+AHEAD = 4
+"""Frames the reader may have ready beyond the one the writer is reading: a thread writes them
+to the pipe while the reader goes on (the pipe holds 64 KiB, a frame about 2 MB), so on a busy
+machine the two processes need not take turns."""
+
+
 def main(argv: list[str]) -> int:
     """The reader process: ``DB PREFIX BATCH``; frames on standard output."""
     db_path, prefix, batch = argv
     out = sys.stdout.buffer
+    ready: queue.Queue[bytes | None] = queue.Queue(AHEAD)
+    broken = threading.Event()
+
+    def write() -> None:
+        try:
+            while (data := ready.get()) is not None:
+                out.write(_LENGTH.pack(len(data)))
+                out.write(data)
+                out.flush()
+        except OSError:  # the writer stopped reading
+            broken.set()
+            while ready.get() is not None:
+                pass
+
+    writer = threading.Thread(target=write, name="frames", daemon=True)
+    writer.start()
 
     def send(data: bytes) -> None:
-        out.write(_LENGTH.pack(len(data)))
-        out.write(data)
-        out.flush()
+        if broken.is_set():
+            raise BrokenPipeError
+        ready.put(data)
 
-    read_log(db_path, prefix, int(batch), send)
+    try:
+        read_log(db_path, prefix, int(batch), send)
+    finally:
+        ready.put(None)
+        writer.join()
     return 0
 
 
