@@ -11,17 +11,24 @@ The session is picked from the read side (like embedded mode), then attached wit
 from the control socket; nothing here opens state.db for writing. Two terminals on one
 session both stay attached and see each other's turns. A connection that drops mid-turn
 loses nothing: the gateway stores the outcome, and the CLI says how to resume. On a team
-(``gateway.team_homes``, PostgreSQL) an interactive chat whose connection drops re-attaches
-to the live owner instead and replays what it missed (:func:`_reconnect`).
+(``gateway.team_homes``, PostgreSQL) a chat whose connection drops re-attaches to the live
+owner instead and replays what it missed (:func:`_reconnect`, :func:`_relink`); a submission
+whose connection dropped, or that a gateway which no longer owns the profile refused, is sent
+again to the live owner with the same submission id, so it is admitted once
+(:func:`_submit`). A one-shot whose turn the takeover recorded unknown says so and how to
+resolve it, and exits 3 (:class:`TurnUnknownError`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import threading
+import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -57,6 +64,27 @@ def err(message: str) -> None:
 
 class DroppedMidTurnError(HermesError):
     """The gateway connection dropped while a turn was pending (its outcome will be stored)."""
+
+
+class TurnUnknownError(HermesError):
+    """The turn's gateway stopped while it ran: the new owner recorded it ``unknown``."""
+
+    exit_code = 3
+
+
+UNKNOWN_EXIT = TurnUnknownError.exit_code
+"""Exit code of a one-shot whose turn ended ``unknown`` (docs/gateway-protocol.md)."""
+
+
+def unknown_notice(session_id: str, turn: int) -> str:
+    """What to tell the user about a turn a takeover recorded unknown, and how to resolve it."""
+    return (
+        f"turn {turn} of session {session_id} is unknown: the gateway running it stopped before"
+        " it finished, so its model call or tools may have run but nothing of its answer was"
+        " stored. Your message is kept; it is not sent again. Resolve it with: hermes sessions"
+        f" resolve {session_id} --discard (or /discard in hermes --resume {session_id});"
+        " messages queued behind it run then"
+    )
 
 
 def dropped_notice(session_id: str) -> str:
@@ -158,7 +186,11 @@ def run_via_gateway(hermes: Hermes, handle: GatewayHandle, **options: Any) -> No
         from hermes_es.cli.repl import StreamRenderer
 
         renderer = StreamRenderer()
-        reply = _one_turn(conn, sid, text, renderer)
+        link = _Link(hermes, conn)
+        try:
+            reply = _one_turn(link, sid, text, renderer)
+        finally:
+            conn = link.conn
         if renderer.drew_reply:
             renderer.finish_line()  # the reply streamed as it arrived
         else:
@@ -174,13 +206,100 @@ def resume_hint(sid: str) -> str:
     return f"Session: {sid}\nResume with: hermes --resume {sid}"
 
 
-def _one_turn(conn: Connection, sid: str, text: str, render: StreamRenderer) -> str:
+class _Link:
+    """The connection a one-shot uses; replaced by ``relink`` after a drop on a team."""
+
+    def __init__(self, hermes: Hermes, conn: Connection) -> None:
+        self.hermes = hermes
+        self.conn = conn
+
+    def relink(self, sid: str) -> bool:
+        """Re-attach ``sid`` through the team's live owner (waiting for a takeover); False
+        when there is no team to turn to or no gateway owns the profile in time."""
+        again = _relink(self.hermes, sid)
+        if again is None:
+            return False
+        with contextlib.suppress(Exception):
+            self.conn.close()
+        self.conn = again
+        return True
+
+
+def _relink(hermes: Hermes, sid: str) -> Connection | None:
+    """A connection to the team's live owner, attached to ``sid`` (None: not a team, or no
+    gateway owns the profile within the takeover bound)."""
+    from hermes_es.cli.team import team_dirs
+    from hermes_es.gateway.failover import TAKEOVER_WAIT_S, attach_owner
+
+    team = team_dirs(hermes)
+    if not team:
+        return None
+    err(
+        f"(the gateway connection dropped; waiting up to {TAKEOVER_WAIT_S:.0f} s for the"
+        " gateway that owns the profile)"
+    )
+    try:
+        handle, conn = attach_owner(team, "cli", timeout=TAKEOVER_WAIT_S)
+        conn.call("session.resume", {"ref": sid})
+    except GatewayError as exc:
+        err(f"({exc.message})")
+        return None
+    err(
+        f"(now on the gateway of {safe(str(handle.paths.root))}, port {handle.endpoint.port},"
+        f" epoch {handle.endpoint.epoch})"
+    )
+    return conn
+
+
+def _retriable(exc: GatewayError) -> bool:
+    """A submission that may be sent again elsewhere: its connection dropped (was it
+    admitted? the same submission id answers that), or the gateway no longer owns the
+    profile."""
+    from hermes_es.gateway.protocol import NOT_OWNER
+
+    return isinstance(exc, GatewayDropped) or exc.code == NOT_OWNER
+
+
+def _submit(
+    conn: Connection,
+    params: dict[str, Any],
+    relink: Callable[[], Connection | None],
+) -> tuple[Connection, dict[str, Any]]:
+    """``prompt.submit``, sent again through ``relink``'s connection (the team's live owner)
+    when the connection drops or the gateway no longer owns the profile; the same submission
+    id makes every resend answer with the one admission. The connection it was admitted on,
+    and the admission."""
+    from hermes_es.gateway.failover import TAKEOVER_WAIT_S
+
+    deadline = time.monotonic() + 2 * TAKEOVER_WAIT_S
+    while True:
+        try:
+            admitted: dict[str, Any] = conn.call("prompt.submit", params)
+            return conn, admitted
+        except GatewayError as exc:
+            if not _retriable(exc) or time.monotonic() >= deadline:
+                raise
+            conn.close(wait=2.0)  # its reader (if any) is done before another one starts
+            again = relink()
+            if again is None:
+                raise
+            conn = again
+
+
+def _one_turn(link: _Link, sid: str, text: str, render: StreamRenderer) -> str:
     """Submit one prompt and follow its turn to the end, drawing what it streams (reply
-    deltas as they arrive, tool calls and results); the stored reply (errors raise)."""
+    deltas as they arrive, tool calls and results); the stored reply (errors raise). On a
+    team, a drop re-attaches through the live owner and replays what was missed."""
     submission = uuid.uuid4().hex
     replies: list[str] = []
+    last = 0
 
     def collect(params: dict[str, Any]) -> None:
+        nonlocal last
+        sequence = int(params.get("sequence", 0))
+        if sequence and sequence <= last:
+            return  # replayed after a re-attach and also pushed live
+        last = max(last, sequence)
         replies.extend(t for role, t in _message_texts(params) if role == "assistant")
 
     def draw(params: dict[str, Any]) -> None:
@@ -188,23 +307,46 @@ def _one_turn(conn: Connection, sid: str, text: str, render: StreamRenderer) -> 
         if event is not None and params.get("turn") == turn:
             render(event)
 
+    def relink() -> Connection | None:
+        return link.conn if link.relink(sid) else None
+
     turn = 0
     try:
-        admitted = conn.call(
-            "prompt.submit", {"session_id": sid, "submission_id": submission, "text": text}
+        link.conn, admitted = _submit(
+            link.conn,
+            {"session_id": sid, "submission_id": submission, "text": text},
+            relink,
         )
-        turn = int(admitted["turn"])
-        final = conn.wait_turn(sid, turn, on_event=collect, on_stream=draw)
     except GatewayDropped as exc:
-        render.finish_line()
         raise DroppedMidTurnError(dropped_notice(sid), subject=sid) from exc
+    turn = int(admitted["turn"])
+    final: dict[str, Any] | None = None
+    while final is None:
+        try:
+            final = link.conn.wait_turn(sid, turn, on_event=collect, on_stream=draw)
+        except GatewayDropped as exc:
+            render.finish_line()
+            if not link.relink(sid):
+                raise DroppedMidTurnError(dropped_notice(sid), subject=sid) from exc
+            try:
+                missed = link.conn.call("events.since", {"session_id": sid, "last_sequence": last})
+            except GatewayDropped:
+                continue  # that one died too: the loop waits for the next owner
+            for event in missed.get("events") or []:
+                collect(event)
+                body = event.get("event") or {}
+                if event.get("type") in ("hermes.turn.finished", "hermes.turn.unknown") and (
+                    body.get("turn") == turn
+                ):
+                    final = event
+                    break
     render.finish_line()
     event = final.get("event") or {}
     if final.get("type") == "hermes.turn.unknown":
-        raise DroppedMidTurnError(dropped_notice(sid), subject=sid)
+        raise TurnUnknownError(unknown_notice(sid, turn), subject=sid)
     # A finite run is over either way: ended run_complete (non-destructive), as embedded.
     with contextlib.suppress(GatewayError):
-        conn.call("session.close", {"session_id": sid, "reason": "run_complete"})
+        link.conn.call("session.close", {"session_id": sid, "reason": "run_complete"})
     if event.get("outcome") == "failed":
         err(resume_hint(sid))  # the message is stored: say where and how to come back
         raise ResponderError(
@@ -248,11 +390,19 @@ class _Screen:
         self.lock = threading.Lock()
         self.dropped = threading.Event()
         self.mine: set[int] = set()
+        self.submissions: set[str] = set()
+        """Submission ids this terminal sent (its own admissions are not echoed back: the
+        admitted event may arrive before the answer that names the turn)."""
         self.renderers: dict[int, StreamRenderer] = {}
         self.running = 0
         """The session's running turn (turns of a session run one at a time)."""
         self.last_sequence = 0
         """The newest stored event of the session shown (a reconnect replays after it)."""
+
+    def is_mine(self, event: dict[str, Any]) -> bool:
+        """Whether an admitted event is of a prompt this terminal submitted."""
+        with self.lock:
+            return event.get("submission_id") in self.submissions or event.get("turn") in self.mine
 
     def waiter(self, turn: int) -> threading.Event:
         with self.lock:
@@ -272,6 +422,7 @@ class _Screen:
             self.renderers.clear()
             self.done.clear()
             self.mine.clear()
+            self.submissions.clear()
 
     def __call__(self, message: dict[str, Any]) -> None:
         method = message.get("method")
@@ -299,7 +450,7 @@ class _Screen:
         self.last_sequence = max(self.last_sequence, sequence)
         kind = params.get("type")
         event = params.get("event") or {}
-        if kind == "hermes.turn.admitted" and event.get("turn") not in self.mine:
+        if kind == "hermes.turn.admitted" and not self.is_mine(event):
             echo(
                 f"\n[{one_line(str(params.get('actor')))} via "
                 f"{one_line(str(event.get('client_kind')))}] › {clean(str(event.get('text', '')))}"
@@ -344,14 +495,13 @@ def _reconnect(hermes: Hermes, screen: _Screen, sid: str) -> tuple[Connection, b
     """After a drop on a team: the live owner's connection, re-attached to ``sid`` with the
     missed events replayed (``events.since``), and whether a turn is unknown; None: no team."""
     from hermes_es.cli.team import team_dirs
-    from hermes_es.gateway.failover import TAKEOVER_WAIT_S, wait_owner
+    from hermes_es.gateway.failover import TAKEOVER_WAIT_S, attach_owner
 
     team = team_dirs(hermes)
     if not team:
         return None
     err("(the gateway connection dropped; finding the gateway that owns the profile now)")
-    handle = wait_owner(team, TAKEOVER_WAIT_S)
-    conn = handle.connect("cli")
+    handle, conn = attach_owner(team, "cli", timeout=TAKEOVER_WAIT_S)
     summary = conn.call("session.resume", {"ref": sid})
     missed = conn.call("events.since", {"session_id": sid, "last_sequence": screen.last_sequence})
     err(
@@ -369,6 +519,18 @@ def _reconnect(hermes: Hermes, screen: _Screen, sid: str) -> tuple[Connection, b
             " kept; /discard resolves it and queued messages run then"
         )
     return conn, bool(unknown)
+
+
+def _relink_screen(
+    hermes: Hermes, screen: _Screen, sid: str, paused: list[bool]
+) -> Connection | None:
+    """``_reconnect`` for ``_submit`` in the interactive chat (``paused`` hears whether a
+    turn is unknown there)."""
+    again = _reconnect(hermes, screen, sid)
+    if again is None:
+        return None
+    paused.append(again[1])
+    return again[0]
 
 
 def _repl(conn: Connection, hermes: Hermes, sid: str, *, paused: bool = False) -> None:
@@ -464,17 +626,25 @@ def _repl(conn: Connection, hermes: Hermes, sid: str, *, paused: bool = False) -
                 else:
                     err(f"Unknown command {one_line(name)}; /help lists commands")
                 continue
-            admitted = conn.call(
-                "prompt.submit",
-                {"session_id": sid, "submission_id": uuid.uuid4().hex, "text": line},
+            submission = uuid.uuid4().hex
+            with screen.lock:
+                screen.submissions.add(submission)
+            reattached: list[bool] = []
+            conn, admitted = _submit(
+                conn,
+                {"session_id": sid, "submission_id": submission, "text": line},
+                functools.partial(_relink_screen, hermes, screen, sid, reattached),
             )
+            if reattached:
+                paused = reattached[-1]
         except GatewayDropped as exc:
             raise DroppedMidTurnError(dropped_notice(sid), subject=sid) from exc
         except HermesError as exc:
             echo(f"Error: {exc.message}", err=True)
             continue
         turn = int(admitted["turn"])
-        screen.mine.add(turn)
+        with screen.lock:
+            screen.mine.add(turn)
         if paused:
             click.echo("(queued: it runs once the unknown turn is resolved with /discard)")
             continue

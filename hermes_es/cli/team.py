@@ -4,8 +4,9 @@
 gateways (each directory is that gateway's ticket source: its control socket). With a
 PostgreSQL store and a non-empty list, the CLI asks :mod:`hermes_es.gateway.failover` for the
 live owner among this profile's directory and those, waiting for a standby's takeover when
-the owner has just died, instead of using the local gateway (which as a standby would refuse
-execution with ``NOT_OWNER``).
+the owner has just died, instead of using the local gateway. Without the list the local
+gateway is used whatever its role: a standby admits the submission in the shared log and the
+owner runs it (docs/gateway-protocol.md, "Team gateway").
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -145,6 +145,12 @@ class SessionAuthority:
         self.on_epoch_ended: Callable[[], None] = lambda: None
         self.status_extra: Callable[[], dict[str, Any]] = dict
         """What ``gateway.status`` adds (the team: role, owner)."""
+        self.on_stream: Callable[[str, dict[str, Any]], None] | None = None
+        """A team: each live ``turn.stream`` item, for the other gateways' clients."""
+        self.before_finish: Callable[[], Awaitable[None]] | None = None
+        """A team: awaited before a turn's end is written (its streamed items go first)."""
+        self.on_standby_write: Callable[[str], None] = lambda session_id: None
+        """A standby admitted or resolved a turn of the session: the owner is told to run it."""
         self._read = engine.store.connection  # this (loop) thread's connection: reads only
         if engine.writer.reports_changes:
             # Every write goes through the writer, which hands over what each group stored
@@ -404,6 +410,8 @@ class SessionAuthority:
             log.exception("session %s turn %d failed", session_id, turn)
             error = f"internal error: {exc}"
         display = chat.version
+        if self.before_finish is not None:
+            await self.before_finish()
         try:
             ended = await self.write(
                 lambda: turn_steps.end(
@@ -450,6 +458,8 @@ class SessionAuthority:
         engine = self.engine
         self.admitted_by.pop((session_id, turn), None)
         self.admitted_texts.pop((session_id, turn), None)
+        if self.before_finish is not None:
+            await self.before_finish()
         try:
             await self.write(
                 lambda: turns.finish(
@@ -504,6 +514,8 @@ class SessionAuthority:
 
     def stream(self, session_id: str, params: dict[str, Any]) -> None:
         """A live ``turn.stream`` item to every attached client (not stored: the turn is)."""
+        if self.on_stream is not None:
+            self.on_stream(session_id, params)
         clients = self.subscribers.get(session_id)
         if not clients:
             return
@@ -900,16 +912,20 @@ class SessionAuthority:
         spec = METHODS.get(method)
         if spec is None:
             raise RpcError(p.METHOD_NOT_FOUND, f"unknown method {method!r}")
-        if self.role != "owner" and method not in READ_METHODS:
+        standby_write = self.role == "standby" and method in STANDBY_WRITES
+        if self.role != "owner" and method not in READ_METHODS and not standby_write:
             raise self.not_owner(method)
         try:
             params = msgspec.convert(request.params, spec, str_keys=True)
         except msgspec.ValidationError as exc:
             raise RpcError(p.INVALID_PARAMS, f"invalid params for {method}: {exc}") from exc
         try:
-            return await self._call(client, method, params)
+            result = await self._call(client, method, params)
         except HermesError as exc:
             raise rpc_error_for(exc) from exc
+        if standby_write and method in ("prompt.submit", "turn.resolve"):
+            self.on_standby_write(str(result["session_id"]))
+        return result
 
     async def _call(self, client: Client, method: str, params: Any) -> Any:
         if method == "session.create":
@@ -974,6 +990,20 @@ READ_METHODS = frozenset(
     ("session.resume", "session.list", "session.detach", "events.since", "gateway.status")
 )
 """What a standby serves itself (everything else runs on the owner)."""
+
+STANDBY_WRITES = frozenset(
+    (
+        "session.create",
+        "session.close",
+        "prompt.submit",
+        "turn.resolve",
+        "turn.cancel",
+        "session.rename",
+    )
+)
+"""What a standby also accepts: writes through the shared store's version checks that start
+nothing (a submission is admitted to the log; the owner, told through the team relay, runs
+it). Deletes and the other mutations stay the owner's."""
 
 
 class _NoParams(msgspec.Struct, frozen=True):

@@ -157,9 +157,13 @@ class Connection:
             raise GatewayError(f"cannot connect to the gateway: {exc}") from exc
         return cls(ws)
 
-    def close(self) -> None:
-        """Close the connection (attached sessions are only detached)."""
+    def close(self, *, wait: float = 0.0) -> None:
+        """Close the connection (attached sessions are only detached); ``wait``: up to that
+        many seconds for the reader thread to have reported the drop."""
         self.ws.close()
+        reader = self._reader
+        if wait and reader is not None and reader is not threading.current_thread():
+            reader.join(wait)
 
     def __enter__(self) -> Connection:
         return self

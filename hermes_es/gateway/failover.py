@@ -52,11 +52,24 @@ def connect_owner(
     timeout: float = TAKEOVER_WAIT_S,
 ) -> Connection:
     """A connection to the live owner (waiting for a takeover), with a ticket of its own."""
+    return attach_owner(profile_dirs, client_kind, purpose=purpose, timeout=timeout)[1]
+
+
+def attach_owner(
+    profile_dirs: Sequence[Path],
+    client_kind: str = "cli",
+    *,
+    purpose: str = "interactive",
+    timeout: float = TAKEOVER_WAIT_S,
+) -> tuple[GatewayHandle, Connection]:
+    """The live owner and a connection to it (``connect_owner``, saying which gateway). A
+    gateway that has just died may still look live (its pid not yet reaped, its files left):
+    connecting to it fails, and the wait goes on until ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
         handle = wait_owner(profile_dirs, max(0.0, deadline - time.monotonic()))
         try:
-            return handle.connect(client_kind, purpose=purpose)
+            return handle, handle.connect(client_kind, purpose=purpose)
         except GatewayError:
             if time.monotonic() >= deadline:
                 raise

@@ -7,14 +7,21 @@ own HERMES_HOME) may run for one profile; ``Team`` takes the store's ownership l
 
 - free: this gateway is the **owner**: it begins a new epoch, recovers (started-unfinished turns
   become ``unknown``), and executes;
-- held: it is a **standby**: it serves reads, attaches and the live stream of stored events, and
-  answers execution methods with ``NOT_OWNER`` naming the live owner; meanwhile it waits for the
-  lock and, the moment the owner's connection ends, takes over exactly like a restart.
+- held: it is a **standby**: it serves reads, attaches and the live stream of stored events; it
+  also accepts the writes that start nothing (``authority.STANDBY_WRITES``: a submission is
+  admitted to the shared log, then the owner is told through the team relay to run it), and
+  answers the rest (deletes, most mutations) with ``NOT_OWNER`` naming the live owner;
+  meanwhile it waits for the lock and, the moment the owner's connection ends, takes over
+  exactly like a restart.
 
 Every gateway publishes where it listens in the registry, and follows the log through
 LISTEN/NOTIFY (``store/postgres/notify.py``), so clients attached to any gateway of the team
-receive the events the owner commits. An owner whose lock connection stops answering stops
-executing at once and exits (another gateway may own the profile by then).
+receive the events the owner commits. What is not stored travels on the team relay
+(``store/postgres/relay.py``, a NOTIFY channel of the profile): the owner's live
+``turn.stream`` items, which each standby hands to its own attached clients (the owner
+commits them before it writes the end of their turn, so they arrive first), and a standby's
+``kick`` after it admitted or resolved a turn. An owner whose lock connection stops answering
+stops executing at once and exits (another gateway may own the profile by then).
 """
 
 from __future__ import annotations
@@ -31,12 +38,16 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from hermes_es.gateway.authority import SessionAuthority
     from hermes_es.store.postgres.notify import LogListener
+    from hermes_es.store.postgres.relay import RelaySender
     from hermes_es.store.postgres.team import GatewayRegistry, GatewayRow, OwnerLock
 
 log = logging.getLogger("hermes.gateway")
 
 WATCH_S = 1.0
 """How often an owner checks that its lock connection still answers."""
+
+FLUSH_S = 1.0
+"""Longest an owner waits for its streamed items to be sent before it ends their turn."""
 
 
 class Team:
@@ -67,6 +78,10 @@ class Team:
         self._lock: OwnerLock | None = None
         self._registry: GatewayRegistry | None = None
         self._listener: LogListener | None = None
+        self._relay: RelaySender | None = None
+        self._unflushed = False
+        self.relayed = 0
+        """Live items this gateway received from the owner and handed to its clients."""
         self._tasks: list[asyncio.Task[None]] = []
         self._stop = asyncio.Event()
 
@@ -84,6 +99,7 @@ class Team:
             await self._promote(promote)
             return
         from hermes_es.store.postgres.notify import LogListener
+        from hermes_es.store.postgres.relay import Reassembler, RelaySender, channel_for
         from hermes_es.store.postgres.team import GatewayRegistry, OwnerLock
 
         loop = asyncio.get_running_loop()
@@ -93,7 +109,20 @@ class Team:
         def changed(versions: dict[str, int]) -> None:
             loop.call_soon_threadsafe(authority.publish_many, versions)
 
-        self._listener = LogListener(self.url, changed).start()
+        reassembler = Reassembler(self.instance_id)
+
+        def relayed(payload: str) -> None:  # on the listener's thread
+            got = reassembler.feed(payload)
+            if got is not None:
+                loop.call_soon_threadsafe(self._relayed, got[1])
+
+        self._relay = RelaySender(self.url, self.profile, self.instance_id).start()
+        authority.on_stream = self._stream_out
+        authority.before_finish = self._flush
+        authority.on_standby_write = self._kick_owner
+        self._listener = LogListener(
+            self.url, changed, channels={channel_for(self.profile): relayed}
+        ).start()
         await asyncio.to_thread(self._listener.ready.wait, 10)
         self._lock = OwnerLock(self.url, self.profile)
         authority.fenced = True
@@ -178,6 +207,42 @@ class Team:
         self.role = "lost"
         self.on_lost()
 
+    # -- the team relay (live items and kicks, not stored) --------------------------------------
+
+    def _stream_out(self, session_id: str, params: dict[str, Any]) -> None:
+        """The owner streamed an item: the other gateways' clients get it too."""
+        if self.role == "owner" and self._relay is not None:
+            self._relay.send({"t": "stream", "p": params})
+            self._unflushed = True
+
+    async def _flush(self) -> None:
+        """Before a turn's end is written: what it streamed is committed to the relay first
+        (so a standby's clients get the items before the event that finishes the turn)."""
+        relay = self._relay
+        if relay is None or not self._unflushed:
+            return
+        self._unflushed = False
+        if not await asyncio.to_thread(relay.flush, FLUSH_S):
+            log.warning("team relay: streamed items not sent within %.0f s", FLUSH_S)
+
+    def _kick_owner(self, session_id: str) -> None:
+        """A standby admitted or resolved a turn of ``session_id``: the owner runs it."""
+        if self._relay is not None:
+            self._relay.send({"t": "kick", "s": session_id})
+
+    def _relayed(self, message: dict[str, Any]) -> None:
+        """On the loop: a message from another gateway of the team."""
+        kind = message.get("t")
+        if kind == "stream" and self.role != "owner":
+            params = message.get("p")
+            if isinstance(params, dict) and isinstance(params.get("session_id"), str):
+                self.relayed += 1
+                self.authority.stream(params["session_id"], params)
+        elif kind == "kick" and self.role == "owner":
+            session_id = message.get("s")
+            if isinstance(session_id, str):
+                self.authority.kick(session_id)
+
     # -- the registry -------------------------------------------------------------------------
 
     def listening(self, host: str, port: int) -> None:
@@ -254,6 +319,8 @@ class Team:
                 info["members_error"] = str(exc)
         if self.took_over_s is not None:
             info["took_over_ms"] = round(self.took_over_s * 1000, 1)
+        if self.is_team:
+            info["relayed"] = self.relayed
         return info
 
     async def stop(self) -> None:
@@ -266,6 +333,8 @@ class Team:
                 await task
         if self._listener is not None:
             await asyncio.to_thread(self._listener.stop)
+        if self._relay is not None:
+            await asyncio.to_thread(self._relay.stop)
         if self._registry is not None:
             try:
                 await asyncio.to_thread(self._registry.remove, self.instance_id)

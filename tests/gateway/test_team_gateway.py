@@ -100,12 +100,12 @@ def _wait_role(home: Path, role: str, timeout: float) -> float:
 def test_team_standby_takes_over_after_owner_kill9(
     tmp_path: Path, slow_model: SlowModel, pg_url: str
 ) -> None:
-    """Gateway B on the same database as A is a standby (status names A as owner; execution is
-    refused with NOT_OWNER naming A's endpoint) whose client sees A's commits live via NOTIFY;
-    SIGKILL of A mid-turn: B takes over within 5 s in a new epoch, the interrupted turn is
-    unknown and its follower waits; a client reconnects to B and replays the gap with
-    events.since; after resolve the follower runs once; a restarted A is a standby whose client
-    sees B's commits live."""
+    """Gateway B on the same database as A is a standby (status names A as owner; an
+    owner-only method is refused with NOT_OWNER naming A's endpoint) whose client sees A's
+    commits live via NOTIFY; SIGKILL of A mid-turn: B takes over within 5 s in a new epoch,
+    the interrupted turn is unknown and its follower waits; a client reconnects to B and
+    replays the gap with events.since; after resolve the follower runs once; a restarted A is
+    a standby whose client sees B's commits live."""
     home_a, env_a = _host(tmp_path, "host-a", slow_model)
     home_b, env_b = _host(tmp_path, "host-b", slow_model)
     store = ("--store", pg_url)
@@ -139,7 +139,7 @@ def test_team_standby_takes_over_after_owner_kill9(
         attached = conn_b.call("session.resume", {"ref": sid})
         watcher = Watcher(conn_b, sid, attached["live_after"])
         with pytest.raises(GatewayError) as refused:
-            conn_b.call("prompt.submit", {"session_id": sid, "submission_id": "x", "text": "no"})
+            conn_b.call("session.pin", {"session_id": sid})
         assert refused.value.code == p.NOT_OWNER
         assert f"ws://127.0.0.1:{handle_a.endpoint.port}/ws" in refused.value.message
         assert refused.value.data["owner"]["instance_id"] == handle_a.endpoint.instance_id

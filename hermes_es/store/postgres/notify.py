@@ -12,13 +12,19 @@ The callback gets the changed streams, each with its newest version; the caller 
 stream's events after the version it has already sent, when that is older (so nothing is sent
 twice, and the commits of the process itself, already sent, cost no read). A wake-up also
 happens every ``POLL_S`` seconds without a notification, as a backstop.
+
+The same connection may follow other channels (``channels``: the team relay, ``relay.py``):
+each of their payloads goes to its handler, in the order received. The notifications that
+arrived while the log was being read are handed over before the streams that read found
+changed, so a live item committed before an event reaches the consumer before that event.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import psycopg
@@ -41,10 +47,17 @@ class LogListener:
     """A thread that reports which streams gained events, as their commits become visible."""
 
     def __init__(
-        self, url: str, on_change: Callable[[dict[str, int]], None], *, after: int | None = None
+        self,
+        url: str,
+        on_change: Callable[[dict[str, int]], None],
+        *,
+        after: int | None = None,
+        channels: Mapping[str, Callable[[str], None]] | None = None,
     ) -> None:
         self.url = url
         self.on_change = on_change
+        self.channels = dict(channels or {})
+        """Other channels followed: each payload goes to its channel's handler."""
         self.last = after
         """The last log position read (None: start from the log's current end)."""
         self._stop = threading.Event()
@@ -76,33 +89,54 @@ class LogListener:
 
     def _follow(self, conn: psycopg.Connection[Any]) -> None:
         conn.execute(f"LISTEN {CHANNEL}")
+        for channel in self.channels:
+            conn.execute(f"LISTEN {channel}")
         if self.last is None:
             row = conn.execute(f"SELECT coalesce(max(notification_id), 0) FROM {CHANNEL}")
             found = row.fetchone()
             self.last = int(found[0]) if found else 0
         self.ready.set()
         self._read(conn)  # whatever committed while (re)connecting
-        waited = 0.0
+        polled = time.monotonic()
         while not self._stop.is_set():
             woke = False
-            for _ in conn.notifies(timeout=0.5, stop_after=1):
-                woke = True
-            waited = 0.0 if woke else waited + 0.5
-            if woke or waited >= POLL_S:
-                waited = 0.0
+            for notify in conn.notifies(timeout=0.5, stop_after=1):
+                woke = self._dispatch(notify) or woke
+            if woke or time.monotonic() - polled >= POLL_S:
+                polled = time.monotonic()
                 self.wakeups += 1
-                self._read(conn)
+                while self._read(conn):  # a log notification arrived during the read
+                    pass
 
-    def _read(self, conn: psycopg.Connection[Any]) -> None:
+    def _dispatch(self, notify: Any) -> bool:
+        """Hand a notification of another channel to its handler; True for the log's own."""
+        if notify.channel == CHANNEL:
+            return True
+        handler = self.channels.get(notify.channel)
+        if handler is not None:
+            try:
+                handler(notify.payload)
+            except Exception:  # a failing consumer must not stop the listener
+                log.exception("listener handler of %s failed", notify.channel)
+        return False
+
+    def _read(self, conn: psycopg.Connection[Any]) -> bool:
+        """Report the streams changed since the last read; True when a log notification
+        arrived meanwhile (read again: its rows may be past this read's snapshot)."""
         rows = conn.execute(
             f"SELECT originator_id, max(notification_id), max(originator_version) FROM {CHANNEL}"
             " WHERE notification_id > %s GROUP BY originator_id",
             (self.last or 0,),
         ).fetchall()
+        again = False
+        if self.channels:  # what arrived during the read was committed before what it saw
+            for notify in conn.notifies(timeout=0):
+                again = self._dispatch(notify) or again
         if not rows:
-            return
+            return again
         self.last = max(int(r[1]) for r in rows)
         try:
             self.on_change({str(r[0]): int(r[2]) for r in rows})
         except Exception:  # a failing consumer must not stop the listener
             log.exception("log listener callback failed")
+        return again

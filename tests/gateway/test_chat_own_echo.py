@@ -1,0 +1,41 @@
+"""The interactive chat through the gateway never echoes the user's own line back."""
+
+from __future__ import annotations
+
+import pytest
+
+from hermes_es.cli.gateway_chat import _Screen
+
+
+def _admitted(turn: int, submission: str, text: str) -> dict[str, object]:
+    return {
+        "method": "session.event",
+        "params": {
+            "session_id": "s1",
+            "sequence": turn,
+            "type": "hermes.turn.admitted",
+            "actor": "uid:0",
+            "event": {
+                "turn": turn,
+                "submission_id": submission,
+                "client_kind": "cli",
+                "text": text,
+            },
+        },
+    }
+
+
+def test_own_admission_arriving_before_the_submit_answer_is_not_echoed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The admitted event of this terminal's submission, pushed before the prompt.submit answer
+    names its turn (the gateway sends the event at commit, the answer after), is recognised by
+    its submission id and not echoed as ``[uid:0 via cli] › …``; another client's admission
+    still is."""
+    screen = _Screen("s1")
+    screen.submissions.add("mine-1")
+    screen(_admitted(1, "mine-1", "my own line"))  # before screen.mine knows turn 1
+    screen(_admitted(2, "theirs", "their line"))
+    out = capsys.readouterr().out
+    assert "my own line" not in out
+    assert "[uid:0 via cli] › their line" in out
