@@ -163,11 +163,37 @@ def _attach(conn: Connection, hermes: Hermes, options: dict[str, Any]) -> dict[s
     return summary
 
 
+def _open(
+    hermes: Hermes, handle: GatewayHandle, options: dict[str, Any]
+) -> tuple[Connection, dict[str, Any]]:
+    """Connect and attach. On a team, a gateway picked that died since, or that no longer owns
+    the profile, is replaced by the live owner (waiting for a takeover)."""
+    from hermes_es.cli.team import team_dirs
+    from hermes_es.gateway.failover import TAKEOVER_WAIT_S, attach_owner
+
+    conn: Connection | None = None
+    try:
+        conn = handle.connect("cli")
+        return conn, _attach(conn, hermes, options)
+    except GatewayError as exc:
+        if conn is not None:
+            conn.close(wait=2.0)
+        team = team_dirs(hermes)
+        if not team or not (conn is None or _retriable(exc)):
+            raise
+    err("(that gateway is gone or no longer owns the profile; attaching through the live owner)")
+    handle, conn = attach_owner(team, "cli", timeout=TAKEOVER_WAIT_S)
+    try:
+        return conn, _attach(conn, hermes, options)
+    except BaseException:
+        conn.close()
+        raise
+
+
 def run_via_gateway(hermes: Hermes, handle: GatewayHandle, **options: Any) -> None:
     """Run the chat the options ask for through the gateway."""
-    conn = handle.connect("cli")
+    conn, summary = _open(hermes, handle, options)
     try:
-        summary = _attach(conn, hermes, options)
         sid = summary["session_id"]
         if summary.get("unknown"):
             err(
@@ -390,6 +416,8 @@ class _Screen:
         self.lock = threading.Lock()
         self.dropped = threading.Event()
         self.mine: set[int] = set()
+        self.unknown: set[int] = set()
+        """Turns the stream reported unknown (a takeover: their gateway stopped mid-turn)."""
         self.submissions: set[str] = set()
         """Submission ids this terminal sent (its own admissions are not echoed back: the
         admitted event may arrive before the answer that names the turn)."""
@@ -468,6 +496,14 @@ class _Screen:
                 finished.finish_line()
             if kind == "hermes.turn.finished" and event.get("outcome") == "failed":
                 err(f"turn {turn} failed: {one_line(str(event.get('error', '')))}")
+            if kind == "hermes.turn.unknown":
+                with self.lock:
+                    self.unknown.add(turn)
+                err(
+                    f"⚠ turn {turn} is unknown: the gateway running it stopped (its model call"
+                    " or tools may have run). The message is kept, not sent again; /discard"
+                    " resolves it and queued messages run then"
+                )
             self.waiter(turn).set()
 
 
@@ -513,7 +549,7 @@ def _reconnect(hermes: Hermes, screen: _Screen, sid: str) -> tuple[Connection, b
         screen({"method": "session.event", "params": {**event, "session_id": sid}})
     conn.start_reader(screen)
     unknown = list(summary.get("unknown") or [])
-    if unknown:
+    if unknown and not set(unknown) & screen.unknown:  # (the replay has not said it)
         err(
             f"⚠ turn {unknown[0]} is unknown (its gateway stopped while it ran): your message is"
             " kept; /discard resolves it and queued messages run then"
@@ -651,6 +687,8 @@ def _repl(conn: Connection, hermes: Hermes, sid: str, *, paused: bool = False) -
         if admitted.get("queued") and admitted["queued"][0] != turn:
             click.echo(f"(queued behind turn {admitted['queued'][0]})")
         screen.waiter(turn).wait()
+        if turn in screen.unknown:
+            paused = True  # a takeover recorded it unknown: what follows waits for /discard
         if screen.dropped.is_set():
             again = _reconnect(hermes, screen, sid)
             if again is None:

@@ -1,4 +1,4 @@
-"""The interactive chat through the gateway never echoes the user's own line back."""
+"""The interactive chat through the gateway: what its screen draws of the session's stream."""
 
 from __future__ import annotations
 
@@ -39,3 +39,28 @@ def test_own_admission_arriving_before_the_submit_answer_is_not_echoed(
     out = capsys.readouterr().out
     assert "my own line" not in out
     assert "[uid:0 via cli] › their line" in out
+
+
+def test_a_turn_the_takeover_recorded_unknown_is_said_with_how_to_resolve_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A ``hermes.turn.unknown`` on the stream (a new owner took over while the turn ran)
+    releases the terminal waiting for that turn, tells the user the message is kept and that
+    /discard resolves it, and marks the turn so the chat knows its next messages wait."""
+    screen = _Screen("s1")
+    waiting = screen.waiter(3)
+    screen(
+        {
+            "method": "session.event",
+            "params": {
+                "session_id": "s1",
+                "sequence": 9,
+                "type": "hermes.turn.unknown",
+                "actor": "gateway",
+                "event": {"turn": 3, "epoch": 1, "detected_epoch": 2},
+            },
+        }
+    )
+    assert waiting.is_set() and 3 in screen.unknown
+    said = capsys.readouterr().err
+    assert "turn 3 is unknown" in said and "/discard" in said and "not sent again" in said
