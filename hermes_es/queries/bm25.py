@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from typing import cast
+from weakref import WeakKeyDictionary
 
 import apsw
 import msgspec
@@ -104,9 +105,17 @@ class _Frequencies:
     keeps the index's row count and token total (bm25's N and average length).
     """
 
-    def __init__(self, terms: list[_Term]) -> None:
-        self.sizes = [len(t.phrases) for t in terms]
-        self.single_phrases = all(size == 1 for size in self.sizes)
+    def __init__(self) -> None:
+        self.sizes: list[int] = [1]
+        self.single_phrases = True
+        self.rows = 0
+        self.tokens = 0
+
+    def configure(self, sizes: list[int]) -> None:
+        """Set the phrases per term of the statement about to run (the statistics are read
+        again from its first row)."""
+        self.sizes = sizes
+        self.single_phrases = all(size == 1 for size in sizes)
         self.rows = 0
         self.tokens = 0
 
@@ -130,6 +139,22 @@ class _Frequencies:
         if len(counts) == 2 and length < 1 << 31 and max(counts) <= 0xFFFF:
             return -((length << 32) | (counts[0] << 16) | counts[1]) - 1
         return " ".join(map(str, [length, *counts]))
+
+
+_REGISTERED: WeakKeyDictionary[apsw.Connection, _Frequencies] = WeakKeyDictionary()
+
+
+def _frequencies(conn: apsw.Connection) -> _Frequencies:
+    """The connection's ``hermes_frequencies`` function, registered once: FTS5 keeps every
+    registration until the connection closes, so one per search would grow without bound."""
+    try:
+        return _REGISTERED[conn]
+    except KeyError:
+        pass
+    freq = _Frequencies()
+    conn.register_fts5_function("hermes_frequencies", freq)
+    _REGISTERED[conn] = freq
+    return freq
 
 
 def _unpack(value: int | str) -> tuple[int, list[int]]:
@@ -256,8 +281,10 @@ class Candidates:
         """Lowest row id the first page reads (the rarest term's newest ``size`` matches)."""
         self.terms = _plan_terms(conn, parse_terms(query) if terms is None else terms)
         self.match = " AND ".join(t.expr() for t in self.terms)
-        self.freq = _Frequencies(self.terms)
-        conn.register_fts5_function("hermes_frequencies", self.freq)
+        self.sizes = [len(t.phrases) for t in self.terms]
+        self.freq = _frequencies(conn)
+        self.rows = 0
+        self.tokens = 0
         self.idfs: list[float] | None = None
 
     def page(self, below: int | None, size: int) -> list[tuple[float, int]]:
@@ -275,13 +302,16 @@ class Candidates:
             args.append(self.floor)
         sql += " ORDER BY rowid DESC LIMIT ?"
         args.append(size)
+        self.freq.configure(self.sizes)
         raw: list[tuple[int | str, int]] = self.conn.execute(sql, args).fetchall()
         if not raw:
             return []
+        if not self.rows:
+            self.rows, self.tokens = self.freq.rows, self.freq.tokens
         if self.idfs is None:
             complete = below is None and self.floor is None and len(raw) < size
             self.idfs = self._idfs(len(raw), raw[-1][1], complete, size)
-        avgdl = self.freq.tokens / self.freq.rows
+        avgdl = self.tokens / self.rows
         if len(self.idfs) == 1:
             return _one_term_scores(cast(list[tuple[int, int]], raw), self.idfs[0], avgdl)
         scored: list[tuple[float, int]] = []
@@ -292,7 +322,7 @@ class Candidates:
 
     def _idfs(self, found: int, oldest: int, complete: bool, cap: int) -> list[float]:
         """bm25 idf per term: exact when its matches are fewer than ``cap``, else estimated."""
-        rows = self.freq.rows
+        rows = self.rows
         if len(self.terms) == 1:
             if complete:
                 return [_idf(rows, float(found))]

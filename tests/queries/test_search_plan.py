@@ -213,3 +213,15 @@ def test_plan_names(tmp_path: Path) -> None:
             search_messages(conn, "hello", plan="fast")
     finally:
         conn.close()
+
+
+def test_the_window_plan_registers_its_function_once(corpus: apsw.Connection) -> None:
+    """Searches on one connection share one ``hermes_frequencies`` registration (FTS5 keeps
+    every registration until the connection closes), and still score each query alone."""
+    first = bm25.Candidates(corpus, "w1 w9")
+    second = bm25.Candidates(corpus, "w0")
+    assert first.freq is second.freq
+    pages = [first.page(None, 60), second.page(None, 60), first.page(None, 60)]
+    assert pages[0] == pages[2] and pages[0] != pages[1]
+    alone = bm25.Candidates(corpus, "w1 w9").page(None, 60)
+    assert pages[0] == alone
