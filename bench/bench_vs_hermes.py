@@ -20,6 +20,15 @@ on first use with ``pip install hermes-agent==0.19.0``) and through ``SessionEng
 
 Run: ``python -m bench.bench_vs_hermes [--quick] [--sizes 10000,100000,1000000]
 [--sessions 100000] [--figures append,bytes,search,list,rebuild,import]``.
+
+Kept stores (``--store-dir DIR``, for sizes whose builds take long): the bulk part of each
+project's store is built once under ``DIR/vs_<n>/`` (``hermes-bulk/state.db`` through Hermes'
+own row insert, resumable: an interrupted build is checked against the workload and
+continued; ``ours-bulk.db``, with ``--log-build`` the log then ``rebuild``) and reused by later
+runs. Each run copies both bulk stores, times both projects' appends of the last ``--timed``
+messages on the copies (and the raw-insert floor), then bytes and search, Hermes' search run
+in that same run. ``--build-only`` stops after the builds; ``--publish`` puts the finished
+Hermes build into the shared cache.
 """
 
 from __future__ import annotations
@@ -75,12 +84,15 @@ def hermes_venv() -> Path:
     return venv
 
 
-def hermes_side(venv: Path, args: dict[str, Any]) -> dict[str, Any]:
-    """Run one ``bench/hermes_side.py`` operation in the Hermes environment."""
+def hermes_side(venv: Path, args: dict[str, Any], *, progress: bool = False) -> dict[str, Any]:
+    """Run one ``bench/hermes_side.py`` operation in the Hermes environment (``progress``: its
+    stderr, where long operations report, passes through)."""
     cmd = [str(venv / "bin" / "python"), str(BENCH_DIR / "hermes_side.py"), json.dumps(args)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    stderr = None if progress else subprocess.PIPE
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, check=False)
     if proc.returncode != 0:
-        raise RuntimeError(f"hermes side {args['op']} failed:\n{proc.stderr[-4000:]}")
+        tail = "(its output above)" if progress else proc.stderr[-4000:]
+        raise RuntimeError(f"hermes side {args['op']} failed:\n{tail}")
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     return result
 
@@ -107,8 +119,11 @@ def _draft(m: Msg) -> Any:
     )
 
 
-def build_engine(path: Path, work: Workload, timed: int) -> dict[str, float]:
-    """Bulk part through Store transactions, then ``timed`` one-call appends (timed)."""
+def build_engine(
+    path: Path, work: Workload, timed: int, *, append: bool = True
+) -> dict[str, float]:
+    """Bulk part through Store transactions, then ``timed`` one-call appends (timed; with
+    ``append=False`` the store keeps the bulk part only)."""
     from hermes_es.aggregates import session as agg
     from hermes_es.commands.engine import SessionEngine
 
@@ -145,6 +160,25 @@ def build_engine(path: Path, work: Workload, timed: int) -> dict[str, float]:
             if done % 200_000 < 1000:
                 log(f"  engine bulk {done:,}/{bulk_n:,} ({time.perf_counter() - started:.0f}s)")
     bulk_s = time.perf_counter() - started
+    result = _append_tail(engine, work, tail if append else [])
+    engine.close()
+    return {"bulk_s": bulk_s, **result}
+
+
+def append_engine(path: Path, work: Workload, timed: int) -> dict[str, float]:
+    """The workload's last ``timed`` messages one ``SessionEngine.append_message`` call each
+    (timed) on a store holding the rest."""
+    from hermes_es.commands.engine import SessionEngine
+
+    engine = SessionEngine(path)
+    bulk_n = work.n - timed
+    tail = [m for i, m in enumerate(work.messages()) if i >= bulk_n]
+    result = _append_tail(engine, work, tail)
+    engine.close()
+    return result
+
+
+def _append_tail(engine: Any, work: Workload, tail: list[Msg]) -> dict[str, float]:
     seen: set[int] = set()
     append_s = append_cpu = 0.0
     clock, cpu = time.perf_counter, time.thread_time
@@ -171,14 +205,16 @@ def build_engine(path: Path, work: Workload, timed: int) -> dict[str, float]:
         engine.append_message(sid, m.role, m.content, at=m.at, **fields)
         append_s += clock() - t0
         append_cpu += cpu() - c0
-    engine.close()
-    return {"bulk_s": bulk_s, "append_s": append_s, "append_cpu": append_cpu, "appended": len(tail)}
+    return {"append_s": append_s, "append_cpu": append_cpu, "appended": len(tail)}
 
 
-def build_engine_log(path: Path, work: Workload, per_txn: int = 50_000) -> dict[str, float]:
+def build_engine_log(
+    path: Path, work: Workload, per_txn: int = 50_000, *, limit: int | None = None
+) -> dict[str, float]:
     """The log only, ``per_txn`` message events a transaction through the recorder; no
     projections (``rebuild`` then builds them: the rebuild figure). For sizes the per-session
-    path cannot reach in a session (5,000,000 messages): the same events, one per message."""
+    path cannot reach in a session (5,000,000 messages): the same events, one per message.
+    ``limit``: only the workload's first ``limit`` messages (whole sessions)."""
     from eventsourcing.persistence import StoredEvent
 
     from hermes_es import events as ev
@@ -210,6 +246,8 @@ def build_engine_log(path: Path, work: Workload, per_txn: int = 50_000) -> dict[
         pending.clear()
 
     for done, m in enumerate(work.messages(), 1):
+        if limit is not None and done > limit:
+            break
         sid = work.session_id(m.session)
         if m.session != current:
             if len(pending) >= per_txn:
@@ -271,10 +309,10 @@ def _floor_db(path: Path) -> Any:
 
 
 def floor_batched(
-    path: Path, work: Workload, *, fts: bool = True, per_txn: int = 5000
+    path: Path, work: Workload, *, fts: bool = True, per_txn: int = 5000, limit: int | None = None
 ) -> tuple[float, float]:
-    """Wall and CPU seconds to insert every workload row, ``per_txn`` a transaction (FTS rows
-    added per batch by one ``INSERT … SELECT``)."""
+    """Wall and CPU seconds to insert every workload row (the first ``limit``), ``per_txn`` a
+    transaction (FTS rows added per batch by one ``INSERT … SELECT``)."""
     conn = _floor_db(path)
     insert = "INSERT INTO m VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
     seconds = cpu_seconds = 0.0
@@ -292,6 +330,8 @@ def floor_batched(
         return time.perf_counter() - t0, time.thread_time() - c0
 
     for i, m in enumerate(work.messages()):
+        if limit is not None and i >= limit:
+            break
         rows.append(_floor_row(work, i, m))
         if len(rows) >= per_txn:
             wall, cpu = flush()
@@ -569,16 +609,21 @@ def _timed_call(fn: Callable[[], Any]) -> tuple[Any, float, float]:
     return result, time.perf_counter() - t0, time.thread_time() - c0
 
 
-def bench_rebuild(ours: Path, work: Workload, floor: tuple[float, float]) -> None:
-    """Rebuild every projection of the engine store against the batched floor."""
+def bench_rebuild(
+    ours: Path, work: Workload, floor: tuple[float, float], messages: int | None = None
+) -> tuple[float, float]:
+    """Rebuild every projection of the engine store (of ``messages``, default all) against
+    the batched floor of the same rows; the rebuild's wall and CPU seconds."""
     from hermes_es.projections.rebuild import rebuild
 
+    n = work.n if messages is None else messages
     events, took, cpu = _timed_call(lambda: rebuild(ours))
     emit(
-        BENCH, "rebuild", value=events / took, unit="events/s", floor=work.n / floor[0],
+        BENCH, "rebuild", value=events / took, unit="events/s", floor=n / floor[0],
         ratio=round(floor[0] / took, 3), cpu_ratio=round(floor[1] / cpu, 3), target=0.8,
-        ok=floor[0] / took >= 0.8, events=events, messages=work.n,
+        ok=floor[0] / took >= 0.8, events=events, messages=n,
     )  # fmt: skip
+    return took, cpu
 
 
 def bench_import(
@@ -669,6 +714,208 @@ def run_hermes_only(venv: Path, n: int, args: argparse.Namespace) -> None:
     log(f"{n:,} messages: Hermes side cached in {cache.folder}")
 
 
+def emit_append(
+    mine: dict[str, Any],
+    h: dict[str, Any] | None,
+    floor: tuple[float, float],
+    timed: int,
+    n: int,
+) -> None:
+    """The append figure: both projects' timed appends and the raw-insert floor."""
+    mine_rate = timed / mine["append_s"]
+    hers_rate = timed / h["append_s"] if h else None
+    floor_wall, floor_cpu = floor
+    emit(
+        BENCH, "append", value=mine_rate, unit="msgs/s", hermes=hers_rate,
+        vs_hermes=ratio(mine_rate, hers_rate) if hers_rate else None,
+        vs_hermes_cpu=ratio(h["append_cpu"], mine["append_cpu"]) if h else None,
+        cpu_s=mine["append_cpu"], hermes_cpu_s=h["append_cpu"] if h else None,
+        hermes_cached=h["cached"] if h else None,
+        hermes_measured_at=h["measured_at"] if h else None,
+        hermes_loadavg=h["loadavg"][0] if h else None,
+        floor=timed / floor_wall, ratio=round(floor_wall / mine["append_s"], 3),
+        cpu_ratio=round(floor_cpu / mine["append_cpu"], 3),
+        target=">= 3x Hermes", ok=mine_rate >= 3 * hers_rate if hers_rate else None,
+        appended=timed, messages=n,
+    )  # fmt: skip
+
+
+def emit_bytes(
+    ours: Path, h: dict[str, Any] | None, floor_db: Path, work: Workload, floor_rows: int = 0
+) -> None:
+    """Bytes per message of both stores (``dbstat``), per table and index, and of the floor
+    (which holds ``floor_rows`` rows, default all)."""
+    n = work.n
+    stat_mine = dbstat(ours)
+    stat_hers: dict[str, int] = h["dbstat"] if h else {}
+    mine_b, hers_b = sum(stat_mine.values()) / n, sum(stat_hers.values()) / n
+    floor_stat = dbstat(floor_db)
+    emit(
+        BENCH, "bytes_per_message", value=mine_b, unit="B/msg", hermes=hers_b,
+        vs_hermes=ratio(mine_b, hers_b) if h else None,
+        floor=sum(floor_stat.values()) / (floor_rows or n),
+        floor_kind="rows + FTS, no log", target="<= 0.5x Hermes",
+        ok=mine_b <= 0.5 * hers_b if h else None,
+        messages=n, text_bytes=sum(len(m.content.encode()) for m in work.messages()) / n,
+    )  # fmt: skip
+    emit(BENCH, "bytes_by_table", value=n, unit="messages",
+         engine={k: round(v / n, 1) for k, v in stat_mine.items()},
+         hermes={k: round(v / n, 1) for k, v in stat_hers.items()})  # fmt: skip
+
+
+# -- kept stores (--store-dir) ---------------------------------------------------------------------
+
+
+def _copy_store(src: Path, dst: Path) -> None:
+    """``src`` (an SQLite file with no writer, its WAL if any) copied to ``dst``."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(dst) + suffix).unlink(missing_ok=True)
+    for suffix in ("", "-wal"):
+        if Path(str(src) + suffix).exists():
+            shutil.copyfile(str(src) + suffix, str(dst) + suffix)
+
+
+def _checkpoint(path: Path) -> None:
+    """Fold ``path``'s WAL into the file (a kept store is then one file)."""
+    import apsw
+
+    conn = apsw.Connection(str(path))
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    finally:
+        conn.close()
+
+
+def hermes_bulk(venv: Path, root: Path, work: Workload, timed: int) -> dict[str, Any]:
+    """The kept Hermes store of the bulk part (``root/hermes-bulk``): built when its
+    ``bulk.json`` is missing, continuing an interrupted build (checked against the workload
+    by ``hermes_side.py bulk``), else read."""
+    folder = root / "hermes-bulk"
+    marker = folder / "bulk.json"
+    if marker.exists():
+        found: dict[str, Any] = json.loads(marker.read_text())
+        log(f"{work.n:,} messages: kept Hermes bulk store ({found['measured_at']}): {folder}")
+        return found
+    folder.mkdir(parents=True, exist_ok=True)
+    log(f"{work.n:,} messages: Hermes bulk store (resumable) into {folder}")
+    result = hermes_side(
+        venv,
+        {"op": "bulk", "db": str(folder / "state.db"), "n": work.n, "seed": work.seed,
+         "timed": timed, "resume": True},
+        progress=True,
+    )  # fmt: skip
+    result = stamp(result)
+    tmp = folder / "bulk.json.tmp"
+    tmp.write_text(json.dumps(result))
+    tmp.replace(marker)
+    log(f"  hermes bulk: {result['bulk_s']:.0f}s (resumed from {result['resumed_from']:,})")
+    return result
+
+
+def engine_bulk(root: Path, work: Workload, timed: int, log_build: bool) -> dict[str, Any]:
+    """The kept engine store of the bulk part (``root/ours-bulk.db``) and the batched floor
+    of the same rows: built when ``ours-bulk.json`` is missing (the log then ``rebuild``
+    with ``log_build``, emitting the rebuild figure), else read."""
+    marker = root / "ours-bulk.json"
+    db = root / "ours-bulk.db"
+    if marker.exists():
+        found: dict[str, Any] = json.loads(marker.read_text())
+        log(f"{work.n:,} messages: kept engine bulk store ({found['measured_at']}): {db}")
+        return found
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(db) + suffix).unlink(missing_ok=True)
+    bulk_n = work.n - timed
+    result: dict[str, Any] = {"messages": bulk_n, "log_build": log_build}
+    if log_build:
+        log(f"{work.n:,} messages: engine log of the first {bulk_n:,}, then rebuild")
+        result["build_s"] = build_engine_log(db, work, limit=bulk_n)["bulk_s"]
+    else:
+        log(f"{work.n:,} messages: engine bulk of the first {bulk_n:,}")
+        result["build_s"] = build_engine(db, work, timed, append=False)["bulk_s"]
+    log(f"  engine: {result['build_s']:.0f}s; batched floor of the same rows")
+    floor = floor_batched(root / "floor_batched.db", work, limit=bulk_n)
+    result["floor_s"], result["floor_cpu"] = floor
+    if log_build:
+        log(f"  floor: {floor[0]:.0f}s; rebuild (builds the projections)")
+        result["rebuild_s"], result["rebuild_cpu"] = bench_rebuild(db, work, floor, bulk_n)
+    _checkpoint(db)
+    result = stamp(result)
+    tmp = root / "ours-bulk.json.tmp"
+    tmp.write_text(json.dumps(result))
+    tmp.replace(marker)
+    return result
+
+
+def publish_hermes(cache: HermesCache, db: Path, build: dict[str, Any]) -> None:
+    """Put a complete Hermes build (``db`` and its ``build.json``) into the shared cache
+    under ``cache.key``: copied under a temporary name, then renamed into place, so no reader
+    sees half an entry. An incomplete entry there (no ``build.json``: an interrupted build) is
+    renamed aside to ``<key>.partial-<time>``, not removed."""
+    if cache.build() is not None:
+        return
+    parent = cache.folder.parent
+    tmp = parent / f"{cache.key}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    log(f"  publishing the Hermes build to {cache.folder}")
+    shutil.copyfile(db, tmp / "state.db")
+    (tmp / "build.json").write_text(json.dumps(build))
+    if cache.folder.exists():
+        aside = parent / f"{cache.key}.partial-{time.strftime('%Y%m%dT%H%M%S')}"
+        cache.folder.rename(aside)
+        log(f"  the incomplete entry there moved aside to {aside}")
+    tmp.rename(cache.folder)
+
+
+def run_kept(venv: Path | None, n: int, args: argparse.Namespace) -> None:
+    """Every figure but import at ``n`` messages, on stores kept under ``--store-dir``: the
+    bulk part of each project is built once (or continued) and kept; each run copies both
+    bulk stores, times both projects' appends of the last ``--timed`` messages on the copies,
+    then measures bytes and search (Hermes' search run now, never from the cache)."""
+    figures = set(args.figures)
+    root = Path(args.store_dir) / f"vs_{n}"
+    root.mkdir(parents=True, exist_ok=True)
+    work = Workload(n, args.seed)
+    timed = min(args.timed, n // 5)
+    log(f"{n:,} messages: generating the workload once (kept stores in {root})")
+    work.cache()
+    hb = hermes_bulk(venv, root, work, timed) if venv else None
+    ob = engine_bulk(root, work, timed, args.log_build)
+    if args.build_only:
+        log(f"{n:,} messages: kept bulk stores ready in {root}")
+        return
+    ours, theirs = root / "ours.db", root / "hermes" / "state.db"
+    log("  copying the bulk stores; timed appends (Hermes, then this project, then the floor)")
+    _copy_store(root / "ours-bulk.db", ours)
+    h: dict[str, Any] | None = None
+    if venv and hb:
+        _copy_store(root / "hermes-bulk" / "state.db", theirs)
+        result = hermes_side(
+            venv,
+            {"op": "append", "db": str(theirs), "n": n, "seed": work.seed, "timed": timed,
+             "writes": hb["writes"]},
+        )  # fmt: skip
+        result["dbstat"] = dbstat(theirs)
+        h = {**stamp(result), "bulk_s": hb["bulk_s"], "resumed_from": hb["resumed_from"]}
+    mine = append_engine(ours, work, timed)
+    floor = floor_append(root / "floor_append.db", work, timed)
+    h_fig = {**h, "cached": False} if h else None
+    if "append" in figures:
+        emit_append(mine, h_fig, floor, timed, n)
+    if "bytes" in figures:
+        emit_bytes(ours, h_fig, root / "floor_batched.db", work, int(ob["messages"]))
+    live: HermesCache | None = None
+    if venv and h:
+        live = HermesCache(HERMES_VERSION, work, timed, fresh=True, folder=theirs.parent)
+    if "search" in figures:
+        texts = [m.content for m in work.messages()]
+        bench_search(venv if live else None, live, work, ours, texts, args.rounds)
+        del texts
+    if venv and h and live and args.publish:
+        publish_hermes(HermesCache(HERMES_VERSION, work, timed), theirs, h)
+
+
 def run_size(venv: Path | None, n: int, args: argparse.Namespace) -> None:
     """Every figure at ``n`` messages."""
     figures = set(args.figures)
@@ -713,36 +960,9 @@ def run_size(venv: Path | None, n: int, args: argparse.Namespace) -> None:
     if cache is None:
         venv = None
     if "append" in figures:
-        mine_rate = timed / mine["append_s"]
-        hers_rate = timed / h["append_s"] if h else None
-        floor_wall, floor_cpu = floors["append"]
-        emit(
-            BENCH, "append", value=mine_rate, unit="msgs/s", hermes=hers_rate,
-            vs_hermes=ratio(mine_rate, hers_rate) if hers_rate else None,
-            vs_hermes_cpu=ratio(h["append_cpu"], mine["append_cpu"]) if h else None,
-            hermes_cached=h["cached"] if h else None,
-            hermes_measured_at=h["measured_at"] if h else None,
-            hermes_loadavg=h["loadavg"][0] if h else None,
-            floor=timed / floor_wall, ratio=round(floor_wall / mine["append_s"], 3),
-            cpu_ratio=round(floor_cpu / mine["append_cpu"], 3),
-            target=">= 3x Hermes", ok=mine_rate >= 3 * hers_rate if hers_rate else None,
-            appended=timed, messages=n,
-        )  # fmt: skip
+        emit_append(mine, h, floors["append"], timed, n)
     if "bytes" in figures:
-        stat_mine = dbstat(ours)
-        stat_hers: dict[str, int] = h["dbstat"] if h else {}
-        mine_b, hers_b = sum(stat_mine.values()) / n, sum(stat_hers.values()) / n
-        floor_stat = dbstat(folder / "floor_batched.db")
-        emit(
-            BENCH, "bytes_per_message", value=mine_b, unit="B/msg", hermes=hers_b,
-            vs_hermes=ratio(mine_b, hers_b) if h else None, floor=sum(floor_stat.values()) / n,
-            floor_kind="rows + FTS, no log", target="<= 0.5x Hermes",
-            ok=mine_b <= 0.5 * hers_b if h else None,
-            messages=n, text_bytes=sum(len(m.content.encode()) for m in work.messages()) / n,
-        )  # fmt: skip
-        emit(BENCH, "bytes_by_table", value=n, unit="messages",
-             engine={k: round(v / n, 1) for k, v in stat_mine.items()},
-             hermes={k: round(v / n, 1) for k, v in stat_hers.items()})  # fmt: skip
+        emit_bytes(ours, h, folder / "floor_batched.db", work)
     if "search" in figures:
         texts = [m.content for m in work.messages()]
         bench_search(venv, cache, work, ours, texts, args.rounds)
@@ -797,11 +1017,28 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only fill the Hermes cache (build, bytes, search) for --sizes",
     )
+    parser.add_argument(
+        "--store-dir",
+        help="keep both projects' bulk stores here and reuse them (built or continued when"
+        " missing); each run times the appends on copies, then bytes and search, both live",
+    )
+    parser.add_argument(
+        "--build-only",
+        action="store_true",
+        help="with --store-dir: only build the missing bulk stores, measure nothing else",
+    )
+    parser.add_argument(
+        "--publish",
+        action="store_true",
+        help="with --store-dir: put the finished Hermes build into bench/out/hermes-cache",
+    )
     args = parser.parse_args(argv)
     args.figures = [f.strip() for f in args.figures.split(",") if f.strip()]
     unknown = sorted(set(args.figures) - set(FIGURES))
     if unknown:
         parser.error(f"unknown figure(s) {', '.join(unknown)}; have {', '.join(FIGURES)}")
+    if (args.build_only or args.publish) and not args.store_dir:
+        parser.error("--build-only and --publish need --store-dir")
     if args.quick:
         args.sizes, args.sessions, args.timed, args.runs, args.rounds = "10000", 10_000, 1000, 5, 2
     emit(BENCH, "machine", **machine_info())
@@ -812,12 +1049,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.hermes_only:
         assert venv is not None
         for n in sizes:
-            run_hermes_only(venv, n, args)
+            if args.store_dir:
+                work = Workload(n, args.seed)
+                root = Path(args.store_dir) / f"vs_{n}"
+                hermes_bulk(venv, root, work, min(args.timed, n // 5))
+            else:
+                run_hermes_only(venv, n, args)
         if "list" in args.figures:
             hermes_list(venv, args.sessions, args.runs, fresh=args.hermes_fresh)
         return 0
     for n in sizes:
-        run_size(venv, n, args)
+        if args.store_dir:
+            run_kept(venv, n, args)
+        else:
+            run_size(venv, n, args)
     if "list" in args.figures and venv:
         bench_list(venv, args.sessions, args.runs, fresh=args.hermes_fresh)
     return 0

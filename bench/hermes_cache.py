@@ -50,9 +50,18 @@ def _digest(value: Any) -> str:
 class HermesCache:
     """One (Hermes version, workload, size, timed appends) entry of the cache."""
 
-    def __init__(self, version: str, work: Workload, timed: int, *, fresh: bool = False) -> None:
+    def __init__(
+        self,
+        version: str,
+        work: Workload,
+        timed: int,
+        *,
+        fresh: bool = False,
+        folder: Path | None = None,
+    ) -> None:
         self.key = f"v{version}-seed{work.seed}-n{work.n}-t{timed}-{workload_digest(work)}"
-        self.folder = out_dir() / "hermes-cache" / self.key
+        self.folder = folder or out_dir() / "hermes-cache" / self.key
+        """``folder``: a store kept elsewhere (``--store-dir``), results written beside it."""
         self.fresh = fresh
 
     @property

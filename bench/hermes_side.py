@@ -6,6 +6,9 @@
   insert (``_insert_message_rows``, many sessions per write transaction, its FTS triggers
   firing), then append the last ``timed`` messages one call each with
   ``SessionDB.append_message`` (timed; session rows created untimed).
+* ``bulk`` / ``append``: the same two parts in separate processes (a bulk-only store can be
+  kept and copied for repeated append runs); ``bulk`` with ``resume`` continues an
+  interrupted bulk build after checking what it holds against the workload.
 * ``search``: for each query class, time ``SessionDB.search_messages(q, limit=20)`` (wall
   and this thread's CPU time); for the
   recall queries, return the row ids found with ``limit=1000``.
@@ -58,26 +61,111 @@ def _insert_sessions(conn: Any, work: Workload, group: dict[int, list[Msg]], db:
         )
 
 
-def build(args: dict[str, Any]) -> dict[str, Any]:
-    """Bulk part through Hermes' row insert, then the timed one-call-per-message appends."""
+GROUP = 100
+"""Sessions per bulk write transaction."""
+
+
+def _log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _stored(conn: Any, i: int) -> tuple[Any, ...]:
+    """Row ``id = i + 1`` as the columns the workload sets."""
+    row = conn.execute(
+        "SELECT session_id, role, content, tool_calls, tool_call_id, tool_name, timestamp"
+        " FROM messages WHERE id = ?",
+        (i + 1,),
+    ).fetchone()
+    return tuple(row) if row is not None else ()
+
+
+def _expected(work: Workload, m: Msg) -> tuple[Any, ...]:
+    calls = json.dumps(m.tool_calls) if m.tool_calls else None
+    return (work.session_id(m.session), m.role, m.content, calls, m.tool_call_id, m.tool_name,
+            m.at)  # fmt: skip
+
+
+def committed(db: Any, work: Workload, bulk_n: int) -> int:
+    """How many bulk messages the store already holds (0 for a new one), after checking that
+    they are exactly the workload's first ones, written as whole bulk transactions."""
+    conn = db._conn
+    count, top = conn.execute("SELECT COUNT(*), COALESCE(MAX(id), 0) FROM messages").fetchone()
+    sessions, short = conn.execute(
+        "SELECT COUNT(*), COALESCE(SUM(message_count != ?), 0) FROM sessions", (PER_SESSION,)
+    ).fetchone()
+    fts = [conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in db._FTS_TABLES]
+    problems = []
+    if count != top:
+        problems.append(f"{count:,} messages but the largest id is {top:,}")
+    if (count % (GROUP * PER_SESSION) and count != bulk_n) or count > bulk_n:
+        problems.append(f"{count:,} messages is not a whole number of bulk transactions")
+    if sessions * PER_SESSION != count or short:
+        problems.append(f"{sessions:,} sessions ({short} not of {PER_SESSION}) for {count:,}")
+    if any(f != count for f in fts):
+        problems.append(f"full-text tables hold {fts} rows for {count:,} messages")
+    if problems:
+        raise SystemExit(f"{db.db_path}: cannot resume: " + "; ".join(problems))
+    return int(count)
+
+
+def bulk(args: dict[str, Any]) -> dict[str, Any]:
+    """The first ``n - timed`` messages through Hermes' row insert, ``GROUP`` sessions a write
+    transaction. With ``resume``, a store that already holds a prefix of them (an interrupted
+    build) is checked (counts, every ``sample``-th row and the last one against the workload)
+    and continued from there, with Hermes' write counter (which times its WAL checkpoints and
+    FTS ``optimize``) where the uninterrupted build would have it."""
     db_path = Path(args["db"])
     work = Workload(args["n"], args["seed"])
-    timed = args["timed"]
+    bulk_n = work.n - args["timed"]
     db = _open(db_path)
-    bulk_n = work.n - timed
+    done = committed(db, work, bulk_n)
+    if done and not args.get("resume"):
+        raise SystemExit(f"{db_path} already holds {done:,} messages (resume not asked)")
+    db._write_count = done // (GROUP * PER_SESSION)
+    sample = int(args.get("sample", 997))
+    checked = 0
+    if done:
+        _log(f"hermes bulk: resuming after {done:,} committed messages; checking")
     group: dict[int, list[Msg]] = {}
     started = time.perf_counter()
-    tail: list[Msg] = []
     for i, m in enumerate(work.messages()):
         if i >= bulk_n:
-            tail.append(m)
+            break
+        if i < done:
+            if i % sample == 0 or i == done - 1:
+                if _stored(db._conn, i) != _expected(work, m):
+                    raise SystemExit(f"{db_path}: message {i + 1} differs from the workload")
+                checked += 1
             continue
         group.setdefault(m.session, []).append(m)
-        if i == bulk_n - 1 or (len(group) >= 100 and (i + 1) % PER_SESSION == 0):
+        if i == bulk_n - 1 or (len(group) >= GROUP and (i + 1) % PER_SESSION == 0):
             batch = group
             group = {}
             db._execute_write(lambda conn, b=batch: _insert_sessions(conn, work, b, db))
+            if (i + 1) % 50_000 == 0:
+                _log(f"hermes bulk: {i + 1:,}/{bulk_n:,} ({time.perf_counter() - started:.0f}s)")
     bulk_s = time.perf_counter() - started
+    writes = db._write_count
+    db.close()
+    return {"bulk_s": bulk_s, "resumed_from": done, "checked": checked, "writes": writes,
+            "messages": bulk_n}  # fmt: skip
+
+
+def append(args: dict[str, Any]) -> dict[str, Any]:
+    """The last ``timed`` messages one ``SessionDB.append_message`` call each (timed; session
+    rows created untimed) on a store holding the bulk part; Hermes' write counter continues
+    from ``writes`` (the bulk's transactions)."""
+    db = _open(Path(args["db"]))
+    work = Workload(args["n"], args["seed"])
+    bulk_n = work.n - args["timed"]
+    db._write_count = int(args.get("writes", 0))
+    tail = [m for i, m in enumerate(work.messages()) if i >= bulk_n]
+    result = _append_tail(db, work, tail)
+    db.close()
+    return result
+
+
+def _append_tail(db: Any, work: Workload, tail: list[Msg]) -> dict[str, Any]:
     seen: set[int] = set()
     append_s = append_cpu = 0.0
     clock, cpu = time.perf_counter, time.thread_time
@@ -99,8 +187,32 @@ def build(args: dict[str, Any]) -> dict[str, Any]:
         )
         append_s += clock() - t0
         append_cpu += cpu() - c0
+    return {"append_s": append_s, "append_cpu": append_cpu, "appended": len(tail)}
+
+
+def build(args: dict[str, Any]) -> dict[str, Any]:
+    """Bulk part through Hermes' row insert, then the timed one-call-per-message appends."""
+    db_path = Path(args["db"])
+    work = Workload(args["n"], args["seed"])
+    timed = args["timed"]
+    db = _open(db_path)
+    bulk_n = work.n - timed
+    group: dict[int, list[Msg]] = {}
+    started = time.perf_counter()
+    tail: list[Msg] = []
+    for i, m in enumerate(work.messages()):
+        if i >= bulk_n:
+            tail.append(m)
+            continue
+        group.setdefault(m.session, []).append(m)
+        if i == bulk_n - 1 or (len(group) >= GROUP and (i + 1) % PER_SESSION == 0):
+            batch = group
+            group = {}
+            db._execute_write(lambda conn, b=batch: _insert_sessions(conn, work, b, db))
+    bulk_s = time.perf_counter() - started
+    result = _append_tail(db, work, tail)
     db.close()
-    return {"bulk_s": bulk_s, "append_s": append_s, "append_cpu": append_cpu, "appended": len(tail)}
+    return {"bulk_s": bulk_s, **result}
 
 
 def search(args: dict[str, Any]) -> dict[str, Any]:
@@ -163,7 +275,8 @@ def sessions(args: dict[str, Any]) -> dict[str, Any]:
 def main() -> int:
     """Run the operation named in the JSON argument."""
     args = json.loads(sys.argv[1])
-    op = {"build": build, "search": search, "sessions": sessions}[args["op"]]
+    ops = {"build": build, "bulk": bulk, "append": append, "search": search, "sessions": sessions}
+    op = ops[args["op"]]
     print(json.dumps(op(args)))
     return 0
 
