@@ -34,6 +34,7 @@ Hermes build into the shared cache.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -119,9 +120,7 @@ def _draft(m: Msg) -> Any:
     )
 
 
-def build_engine(
-    path: Path, work: Workload, timed: int, *, append: bool = True
-) -> dict[str, float]:
+def build_engine(path: Path, work: Workload, timed: int, *, append: bool = True) -> dict[str, Any]:
     """Bulk part through Store transactions, then ``timed`` one-call appends (timed; with
     ``append=False`` the store keeps the bulk part only)."""
     from hermes_es.aggregates import session as agg
@@ -165,7 +164,7 @@ def build_engine(
     return {"bulk_s": bulk_s, **result}
 
 
-def append_engine(path: Path, work: Workload, timed: int) -> dict[str, float]:
+def append_engine(path: Path, work: Workload, timed: int) -> dict[str, Any]:
     """The workload's last ``timed`` messages one ``SessionEngine.append_message`` call each
     (timed) on a store holding the rest."""
     from hermes_es.commands.engine import SessionEngine
@@ -178,9 +177,10 @@ def append_engine(path: Path, work: Workload, timed: int) -> dict[str, float]:
     return result
 
 
-def _append_tail(engine: Any, work: Workload, tail: list[Msg]) -> dict[str, float]:
+def _append_tail(engine: Any, work: Workload, tail: list[Msg]) -> dict[str, Any]:
     seen: set[int] = set()
     append_s = append_cpu = 0.0
+    calls: list[float] = []
     clock, cpu = time.perf_counter, time.thread_time
     for m in tail:
         sid = work.session_id(m.session)
@@ -203,9 +203,13 @@ def _append_tail(engine: Any, work: Workload, tail: list[Msg]) -> dict[str, floa
             fields["tool_name"] = m.tool_name
         t0, c0 = clock(), cpu()
         engine.append_message(sid, m.role, m.content, at=m.at, **fields)
-        append_s += clock() - t0
+        calls.append(clock() - t0)
+        append_s += calls[-1]
         append_cpu += cpu() - c0
-    return {"append_s": append_s, "append_cpu": append_cpu, "appended": len(tail)}
+    calls.sort()
+    return {"append_s": append_s, "append_cpu": append_cpu, "appended": len(tail),
+            "median_s": calls[len(calls) // 2] if calls else 0.0,
+            "slowest_s": calls[-5:][::-1]}  # fmt: skip
 
 
 def build_engine_log(
@@ -714,6 +718,10 @@ def run_hermes_only(venv: Path, n: int, args: argparse.Namespace) -> None:
     log(f"{n:,} messages: Hermes side cached in {cache.folder}")
 
 
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 3)
+
+
 def emit_append(
     mine: dict[str, Any],
     h: dict[str, Any] | None,
@@ -730,6 +738,9 @@ def emit_append(
         vs_hermes=ratio(mine_rate, hers_rate) if hers_rate else None,
         vs_hermes_cpu=ratio(h["append_cpu"], mine["append_cpu"]) if h else None,
         cpu_s=mine["append_cpu"], hermes_cpu_s=h["append_cpu"] if h else None,
+        median_ms=_ms(mine.get("median_s")), hermes_median_ms=_ms(h.get("median_s")) if h else None,
+        slowest_ms=[_ms(x) for x in mine.get("slowest_s", [])],
+        hermes_slowest_ms=[_ms(x) for x in h.get("slowest_s", [])] if h else None,
         hermes_cached=h["cached"] if h else None,
         hermes_measured_at=h["measured_at"] if h else None,
         hermes_loadavg=h["loadavg"][0] if h else None,
@@ -891,10 +902,13 @@ def run_kept(venv: Path | None, n: int, args: argparse.Namespace) -> None:
     h: dict[str, Any] | None = None
     if venv and hb:
         _copy_store(root / "hermes-bulk" / "state.db", theirs)
+        tail_file = root / "hermes" / "tail.json"
+        tail = [m for i, m in enumerate(work.messages()) if i >= n - timed]
+        tail_file.write_text(json.dumps([dataclasses.asdict(m) for m in tail]))
         result = hermes_side(
             venv,
             {"op": "append", "db": str(theirs), "n": n, "seed": work.seed, "timed": timed,
-             "writes": hb["writes"]},
+             "writes": hb["writes"], "tail_file": str(tail_file)},
         )  # fmt: skip
         result["dbstat"] = dbstat(theirs)
         h = {**stamp(result), "bulk_s": hb["bulk_s"], "resumed_from": hb["resumed_from"]}

@@ -154,12 +154,16 @@ def bulk(args: dict[str, Any]) -> dict[str, Any]:
 def append(args: dict[str, Any]) -> dict[str, Any]:
     """The last ``timed`` messages one ``SessionDB.append_message`` call each (timed; session
     rows created untimed) on a store holding the bulk part; Hermes' write counter continues
-    from ``writes`` (the bulk's transactions)."""
+    from ``writes`` (the bulk's transactions). ``tail_file``: those messages as a JSON list
+    (the caller has the workload generated already)."""
     db = _open(Path(args["db"]))
     work = Workload(args["n"], args["seed"])
     bulk_n = work.n - args["timed"]
     db._write_count = int(args.get("writes", 0))
-    tail = [m for i, m in enumerate(work.messages()) if i >= bulk_n]
+    if args.get("tail_file"):  # the same messages, written by the caller (saves generating all)
+        tail = [Msg(**m) for m in json.loads(Path(args["tail_file"]).read_text())]
+    else:
+        tail = [m for i, m in enumerate(work.messages()) if i >= bulk_n]
     result = _append_tail(db, work, tail)
     db.close()
     return result
@@ -168,6 +172,7 @@ def append(args: dict[str, Any]) -> dict[str, Any]:
 def _append_tail(db: Any, work: Workload, tail: list[Msg]) -> dict[str, Any]:
     seen: set[int] = set()
     append_s = append_cpu = 0.0
+    calls: list[float] = []
     clock, cpu = time.perf_counter, time.thread_time
     for m in tail:
         sid = work.session_id(m.session)
@@ -185,9 +190,13 @@ def _append_tail(db: Any, work: Workload, tail: list[Msg]) -> dict[str, Any]:
             tool_name=m.tool_name,
             timestamp=m.at,
         )
-        append_s += clock() - t0
+        calls.append(clock() - t0)
+        append_s += calls[-1]
         append_cpu += cpu() - c0
-    return {"append_s": append_s, "append_cpu": append_cpu, "appended": len(tail)}
+    calls.sort()
+    return {"append_s": append_s, "append_cpu": append_cpu, "appended": len(tail),
+            "median_s": calls[len(calls) // 2] if calls else 0.0,
+            "slowest_s": calls[-5:][::-1]}  # fmt: skip
 
 
 def build(args: dict[str, Any]) -> dict[str, Any]:
