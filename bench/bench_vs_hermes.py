@@ -891,6 +891,9 @@ def run_kept(venv: Path | None, n: int, args: argparse.Namespace) -> None:
     timed = min(args.timed, n // 5)
     log(f"{n:,} messages: generating the workload once (kept stores in {root})")
     work.cache()
+    if args.hermes_wait:  # another run (--build-only) may be building them
+        for marker in (root / "hermes-bulk" / "bulk.json", root / "ours-bulk.json"):
+            _wait_for(marker.exists, args.hermes_wait, marker)
     hb = hermes_bulk(venv, root, work, timed) if venv else None
     ob = engine_bulk(root, work, timed, args.log_build)
     if args.build_only:
@@ -1024,7 +1027,8 @@ def main(argv: list[str] | None = None) -> int:
         "--hermes-wait",
         type=float,
         default=0.0,
-        help="with --hermes-cached-only: seconds to wait for another run to fill the cache",
+        help="with --hermes-cached-only: seconds to wait for another run to fill the cache;"
+        " with --store-dir: for another run to finish the kept bulk stores",
     )
     parser.add_argument(
         "--hermes-only",
