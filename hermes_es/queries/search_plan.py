@@ -19,8 +19,9 @@ window plan's statistics would be exact anyway, both give the same scores, so FT
 
 The count and the ranking are one statement (``FusedPlan``, ``queries/search.py``): its first
 part walks the newest matches up to the cap, and FTS5 ranks only when the count passes the gate
-(otherwise the ranking part is handed a row-id bound no row meets, so ``bm25()`` never counts
-the term in full).
+(otherwise the ranking part is handed a lower row-id bound no row meets, so its backwards walk
+ends at its first row and ``bm25()`` never counts the term in full; an upper bound would walk
+the whole doclist backwards to reach it).
 
 Anything else keeps the window plan: prefix terms, frequent words (which then reuse the count
 made here), one phrase or identifier (``bm25()`` counts a phrase's matches by checking the
