@@ -2,8 +2,9 @@
 
 1. ``writer``: ``--sessions`` threads (default 32), each appending ``--messages`` messages to its
    own session, one use case per message, through the group-commit writer (in process, no
-   sockets): messages committed per second, and the process CPU time per message. Floors in
-   the same run: raw APSW with one message (+ FTS row) per transaction and the raw batched
+   sockets): messages committed per second, the process CPU time per message, the writer
+   thread's own CPU time per message and the use cases per commit (mean, p10/p50/p90, max).
+   Floors in the same run: raw APSW with one message (+ FTS row) per transaction and the raw batched
    insert (100 per transaction) as the ceiling; the embedded engine (one transaction per
    append, same threads) for reference. ``writer_turns`` is the turn-shaped workload: what the
    gateway really commits per turn, as the same five use cases (admit, start, the user
@@ -81,6 +82,38 @@ _FLOOR_CPU: dict[int, float] = {}
 """Process CPU µs per message of the last raw floor run, by messages per transaction."""
 
 
+def _writer_tid(engine: GroupCommitEngine) -> int:
+    """The native id of the engine's writer thread."""
+    thread = engine.writer._thread
+    assert thread is not None and thread.native_id is not None
+    return thread.native_id
+
+
+def _thread_cpu(tid: int) -> float:
+    """User + system CPU seconds one thread of this process has used (``/proc``)."""
+    fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _size_summary(sizes: dict[int, int]) -> dict[str, float]:
+    """Use cases per commit: mean, median, 10th and 90th percentile, largest (by commit)."""
+    flat = sorted(k for k, v in sizes.items() for _ in range(v))
+    if not flat:
+        return {}
+
+    def at(q: float) -> int:
+        return flat[min(len(flat) - 1, int(q * len(flat)))]
+
+    return {
+        "commits": len(flat),
+        "mean": round(sum(flat) / len(flat), 2),
+        "p10": at(0.1),
+        "p50": at(0.5),
+        "p90": at(0.9),
+        "max": flat[-1],
+    }
+
+
 def _in_threads(sessions: int, work: Callable[[int], None]) -> tuple[float, float]:
     """Run ``work(i)`` on ``sessions`` threads at once: (wall seconds, process CPU seconds)."""
     barrier = threading.Barrier(sessions + 1)
@@ -147,8 +180,17 @@ def bench_writer(tmp: Path, sessions: int, messages: int) -> None:
     log(f"writer: raw floor {floor:,.0f}/s, batched ceiling {ceiling:,.0f}/s")
     grouped = GroupCommitEngine(tmp / "group.db")
     try:
+        tid = _writer_tid(grouped)
+        before = _thread_cpu(tid)
+        sizes_before = dict(grouped.writer.group_sizes)
         rate, cpu = _threads_append(grouped, sessions, messages)
+        writer_cpu = (_thread_cpu(tid) - before) / n * 1e6
         groups, jobs = grouped.writer.groups, grouped.writer.jobs
+        sizes = {
+            k: v - sizes_before.get(k, 0)
+            for k, v in grouped.writer.group_sizes.items()
+            if v > sizes_before.get(k, 0)
+        }
     finally:
         grouped.close()
     embedded = SessionEngine(tmp / "embedded.db")
@@ -171,7 +213,9 @@ def bench_writer(tmp: Path, sessions: int, messages: int) -> None:
         sessions=sessions,
         messages=n,
         use_cases_per_commit=round(jobs / max(groups, 1), 2),
+        group_sizes=_size_summary(sizes),
         cpu_us_per_msg=round(cpu, 1),
+        writer_thread_cpu_us_per_msg=round(writer_cpu, 1),
         floor_cpu_us_per_msg=round(floor_cpu, 1),
         cpu_ratio=ratio(floor_cpu, cpu),
         embedded_msgs_per_s=round(plain, 1),

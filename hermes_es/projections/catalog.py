@@ -25,7 +25,7 @@ from hermes_es.store.schema import EVENTS_SCHEMA
 TRACKING_NAME = "projections"
 """Reader name under which the projections' log position is tracked."""
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 """Projection layout: 1 first; 2 head state in the sessions row; 3 FTS prefix index (2, 3);
 4 platform, chat_id, model_config, launch_flags columns in sessions (docs/schema.md);
 5 messages keep reasoning_content and token_count; 6 ``sessions_last_active`` index
@@ -34,7 +34,9 @@ queue, running and unknown turns: older heads are re-encoded, no replay); 8 mess
 only in the log (``message_rows`` + the ``messages`` view), shorter generated uids, the uid
 index only for client-supplied uids; 9 ``turn_work`` (sessions with gateway turns pending)
 and the ``sessions_open`` index, so a gateway's start-up reads neither every head nor every
-row (built from the heads once, no replay)."""
+row (built from the heads once, no replay); 10 ``messages_seq`` dropped: rows in their place
+(ord = seq) are found by (session, seq) through ``messages_ord``, the moved ones through the
+partial ``messages_moved`` index (an index swap, no replay)."""
 
 
 def _add_indexes(conn: apsw.Connection) -> None:
@@ -61,10 +63,18 @@ def _add_turn_work(conn: apsw.Connection) -> None:
     _add_indexes(conn)
 
 
+def _drop_seq_index(conn: apsw.Connection) -> None:
+    """Layout 10: the unique (session, seq) index gives way to ``messages_moved`` (only the
+    rows whose ord is not their seq: a scan of the rows, no replay)."""
+    conn.execute("DROP INDEX IF EXISTS messages_seq")
+    _add_indexes(conn)
+
+
 UPGRADES: dict[int, Callable[[apsw.Connection], None]] = {
     5: _add_indexes,
     6: _reencode_heads,
     8: _add_turn_work,
+    9: _drop_seq_index,
 }
 """Layout upgrades that need no replay: from the key's version to the next one."""
 

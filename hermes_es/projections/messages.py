@@ -105,10 +105,27 @@ def message_row(
     )  # fmt: skip
 
 
+_BY_SEQ = (
+    "SELECT {col} FROM {t} WHERE session_id = ? AND ord = ? AND seq = ?"
+    " UNION ALL SELECT {col} FROM {t} WHERE session_id = ? AND seq = ? AND ord <> seq"
+)
+"""One message row by (session, seq) through ``messages_ord`` and ``messages_moved``;
+parameters ``by_seq_args``."""
+
+
+def by_seq_args(session_id: str, seq: int) -> tuple[str, int, int, str, int]:
+    """The parameters of a (session, seq) lookup written with ``_BY_SEQ``."""
+    return (session_id, seq, seq, session_id, seq)
+
+
 class MessagesProjector:
     """Maintains ``messages``."""
 
     name = "messages"
+    moved_index = True
+    """Rows are found by (session, seq) through ``messages_ord`` and the small
+    ``messages_moved`` index (layout 10): an append writes two per-session index entries, not
+    three. False: a full unique ``messages_seq`` index (PostgreSQL keeps it)."""
 
     def __init__(self, prefix: str = "", *, text_in_rows: bool = False) -> None:
         self.p = prefix
@@ -118,8 +135,17 @@ class MessagesProjector:
         cols = COLUMNS if text_in_rows else ROW_COLUMNS
         self._row = functools.partial(message_row, with_text=text_in_rows)
         self._insert = f"INSERT INTO {t} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
-        self._set_state = f"UPDATE {t} SET state = ? WHERE session_id = ? AND seq = ?"
-        self._ord_of = f"SELECT ord FROM {t} WHERE session_id = ? AND seq = ?"
+        if self.moved_index:
+            # One row by (session, seq) without a (session, seq) index: a row in its own
+            # place (ord = seq, nearly every row) is one ``messages_ord`` key; a moved one
+            # (an edit's replacement, a compaction summary) is in ``messages_moved``.
+            self._set_state = (
+                f"UPDATE {t} SET state = ? WHERE id IN ({_BY_SEQ.format(col='id', t=t)})"
+            )
+            self._ord_of = _BY_SEQ.format(col="ord", t=t)
+        else:
+            self._set_state = f"UPDATE {t} SET state = ? WHERE session_id = ? AND seq = ?"
+            self._ord_of = f"SELECT ord FROM {t} WHERE session_id = ? AND seq = ?"
         self._next_ord = (
             f"SELECT MIN(ord) FROM {t} WHERE session_id = ? AND ord > ? AND state = 'active'"
             " AND imported = 0"
@@ -136,17 +162,27 @@ class MessagesProjector:
         return [_TABLE_SQL.format(table=self.table, content=""), view_sql()]
 
     def indexes(self) -> list[str]:
-        """Lookup by (session, seq), by a client-supplied uid, and display order."""
+        """Lookup by (session, seq) of a moved row (``moved_index``), by a client-supplied uid,
+        and display order (which also finds a row in its place by (session, seq))."""
         t = VIEW if self.text_in_rows else ROWS_TABLE
+        by_seq = (
+            f"CREATE INDEX IF NOT EXISTS messages_moved ON {t} (session_id, seq, ord)"
+            " WHERE ord <> seq"
+            if self.moved_index
+            else f"CREATE UNIQUE INDEX IF NOT EXISTS messages_seq ON {t} (session_id, seq)"
+        )
         return [
-            f"CREATE UNIQUE INDEX IF NOT EXISTS messages_seq ON {t} (session_id, seq)",
+            by_seq,
             f"CREATE INDEX IF NOT EXISTS messages_uid ON {t} (session_id, uid)"
             f" WHERE length(uid) <> {GENERATED_UID_LENGTH}",
             f"CREATE INDEX IF NOT EXISTS messages_ord ON {t} (session_id, ord, seq)",
         ]
 
+    def _by_seq(self, session_id: str, seq: int) -> tuple[object, ...]:
+        return by_seq_args(session_id, seq) if self.moved_index else (session_id, seq)
+
     def _ord(self, conn: apsw.Connection, session_id: str, seq: int) -> float:
-        rows = conn.execute(self._ord_of, (session_id, seq)).fetchall()
+        rows = conn.execute(self._ord_of, self._by_seq(session_id, seq)).fetchall()
         return float(rows[0][0]) if rows else float(seq)
 
     def apply(self, conn: apsw.Connection, change: Change) -> None:
@@ -166,10 +202,12 @@ class MessagesProjector:
             )
         elif isinstance(e, ev.MessageEdited):
             ord_ = self._ord(conn, sid, e.target_seq)
-            conn.execute(self._set_state, ("edited", sid, e.target_seq))
+            conn.execute(self._set_state, ("edited", *self._by_seq(sid, e.target_seq)))
             conn.execute(self._insert, self._row(change, 0, e.message, ord_, "active", 0))
         elif isinstance(e, ev.RewoundTo):
-            conn.executemany(self._set_state, [("rewound", sid, s) for s in e.removed])
+            conn.executemany(
+                self._set_state, [("rewound", *self._by_seq(sid, s)) for s in e.removed]
+            )
         elif isinstance(e, ev.CompactedInPlace):
             self._compact(conn, change, e)
         elif isinstance(e, ev.HistoryImported):
@@ -209,7 +247,9 @@ class MessagesProjector:
     def _compact(self, conn: apsw.Connection, change: Change, e: ev.CompactedInPlace) -> None:
         sid = change.stream
         lo = max(self._ord(conn, sid, s) for s in e.archived)
-        conn.executemany(self._set_state, [("compacted", sid, s) for s in e.archived])
+        conn.executemany(
+            self._set_state, [("compacted", *self._by_seq(sid, s)) for s in e.archived]
+        )
         rows = conn.execute(self._next_ord, (sid, lo)).fetchall()
         hi = float(rows[0][0]) if rows and rows[0][0] is not None else lo + 1.0
         k = len(e.summary)

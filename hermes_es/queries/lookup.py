@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import apsw
 
-from hermes_es.projections.messages import GENERATED_UID_LENGTH
+from hermes_es.projections.messages import GENERATED_UID_LENGTH, by_seq_args
 
 if TYPE_CHECKING:
     from hermes_es.events import SessionStarted
@@ -105,7 +105,9 @@ def active_user_seqs(conn: apsw.Connection, session_id: str) -> list[int]:
 def role_of(conn: apsw.Connection, session_id: str, seq: int) -> str | None:
     """The role of message ``seq``."""
     rows = conn.execute(
-        "SELECT role FROM messages WHERE session_id = ? AND seq = ?", (session_id, seq)
+        "SELECT role FROM messages WHERE session_id = ? AND ord = ? AND seq = ?"
+        " UNION ALL SELECT role FROM messages WHERE session_id = ? AND seq = ? AND ord <> seq",
+        by_seq_args(session_id, seq),
     ).fetchall()
     return str(rows[0][0]) if rows else None
 

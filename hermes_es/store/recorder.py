@@ -209,11 +209,29 @@ class ApswDatastore:
             raise OperationalError(f"database is busy: {exc}") from exc
         except apsw.Error as exc:
             raise PersistenceError(str(exc)) from exc
-        if getattr(self._local, "overdue", False) and not conn.in_transaction:
-            self._local.overdue = False
+        if not getattr(self._local, "later", False):
+            self.checkpoint_if_overdue()
+
+    def checkpoint_if_overdue(self) -> None:
+        """The inline checkpoint a commit left overdue (WAL past ``INLINE_CHECKPOINT_PAGES``)."""
+        local = self._local
+        conn: apsw.Connection | None = getattr(local, "conn", None)
+        if getattr(local, "overdue", False) and conn is not None and not conn.in_transaction:
+            local.overdue = False
             # Like SQLite's own autocheckpoint: best effort, a busy WAL is retried later.
             with suppress(apsw.BusyError, apsw.LockedError):
                 conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+
+    @contextmanager
+    def checkpoints_later(self) -> Iterator[None]:
+        """Commits on this thread inside the block leave an overdue inline checkpoint for
+        ``checkpoint_if_overdue`` (a group writer runs it once its callers are acknowledged:
+        its two syncs need not hold them up)."""
+        self._local.later = True
+        try:
+            yield
+        finally:
+            self._local.later = False
 
     def close(self) -> None:
         """Stop the checkpointer and close every connection this datastore opened."""

@@ -49,6 +49,8 @@ class PgSessionsProjector(SessionsProjector):
 class PgMessagesProjector(MessagesProjector):
     """``messages`` in PostgreSQL types, the text kept in the table (``text_in_rows``)."""
 
+    moved_index = False  # PostgreSQL keeps its unique (session_id, seq) index
+
     def __init__(self, prefix: str = "") -> None:
         super().__init__(prefix, text_in_rows=True)
 
