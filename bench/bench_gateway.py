@@ -3,7 +3,8 @@
 1. ``writer``: ``--sessions`` threads (default 32), each appending ``--messages`` messages to its
    own session, one use case per message, through the group-commit writer (in process, no
    sockets): messages committed per second, the process CPU time per message, the writer
-   thread's own CPU time per message and the use cases per commit (mean, p10/p50/p90, max).
+   thread's own CPU time per message and the use cases per commit (mean, p10/p50/p90, max);
+   ``direct_wake_*``: the same with the writer waking its callers itself (no waker thread).
    Floors in the same run: raw APSW with one message (+ FTS row) per transaction and the raw batched
    insert (100 per transaction) as the ceiling; the embedded engine (one transaction per
    append, same threads) for reference. ``writer_turns`` is the turn-shaped workload: what the
@@ -49,6 +50,7 @@ import apsw
 from bench.common import emit, latency_summary, log, ratio
 from hermes_es.commands.engine import SessionEngine
 from hermes_es.commands.group_engine import GroupCommitEngine
+from hermes_es.commands.writer import GroupWriter
 from hermes_es.gateway.client import running_gateway
 
 BENCH = "bench_gateway"
@@ -132,9 +134,17 @@ def _in_threads(sessions: int, work: Callable[[int], None]) -> tuple[float, floa
     return time.perf_counter() - start, time.process_time() - cpu
 
 
-def _threads_append(engine: SessionEngine, sessions: int, messages: int) -> tuple[float, float]:
-    """Messages per second and process CPU µs per message: one use case per message."""
+def _threads_append(
+    engine: SessionEngine,
+    sessions: int,
+    messages: int,
+    on_start: Callable[[], None] | None = None,
+) -> tuple[float, float]:
+    """Messages per second and process CPU µs per message: one use case per message
+    (``on_start`` is called once the sessions exist, before the appends)."""
     sids = [engine.start_session("cli", cwd="/tmp") for _ in range(sessions)]
+    if on_start is not None:
+        on_start()
 
     def work(i: int) -> None:
         for n in range(messages):
@@ -173,19 +183,40 @@ def _threads_turns(engine: GroupCommitEngine, sessions: int, turns: int) -> tupl
     return n / wall, cpu / n * 1e6
 
 
-def bench_writer(tmp: Path, sessions: int, messages: int) -> None:
-    n = sessions * messages
-    floor = _raw_floor(tmp / "raw1.db", n, 1)
-    ceiling = _raw_floor(tmp / "raw100.db", n, 100)
-    log(f"writer: raw floor {floor:,.0f}/s, batched ceiling {ceiling:,.0f}/s")
-    grouped = GroupCommitEngine(tmp / "group.db")
+class _DirectWakeWriter(GroupWriter):
+    """The group writer waking its blocked callers itself, without its waker thread (what it
+    did before session 5): run beside the default for comparison."""
+
+    def start(self) -> GroupWriter:
+        super().start()
+        waker, self._waker = self._waker, None
+        if waker is not None:
+            waker.stop()
+        return self
+
+
+def _grouped(
+    path: Path, sessions: int, messages: int, *, direct_wake: bool = False
+) -> tuple[float, float, float, int, int, dict[int, int]]:
+    """The appends through a group-commit engine: msg/s, process CPU µs/msg, writer thread
+    CPU µs/msg, commits, use cases, use cases per commit (counted from the first append)."""
+    grouped = GroupCommitEngine(path)
+    if direct_wake:
+        grouped.writer.stop()
+        grouped.writer = _DirectWakeWriter(grouped.store).start()
     try:
         tid = _writer_tid(grouped)
-        before = _thread_cpu(tid)
-        sizes_before = dict(grouped.writer.group_sizes)
-        rate, cpu = _threads_append(grouped, sessions, messages)
-        writer_cpu = (_thread_cpu(tid) - before) / n * 1e6
-        groups, jobs = grouped.writer.groups, grouped.writer.jobs
+        at_start: dict[str, Any] = {}
+
+        def mark() -> None:  # the appends start: what the writer did so far is set-up
+            at_start.update(cpu=_thread_cpu(tid), sizes=dict(grouped.writer.group_sizes))
+            at_start.update(groups=grouped.writer.groups, jobs=grouped.writer.jobs)
+
+        rate, cpu = _threads_append(grouped, sessions, messages, mark)
+        writer_cpu = (_thread_cpu(tid) - at_start["cpu"]) / (sessions * messages) * 1e6
+        groups = grouped.writer.groups - at_start["groups"]
+        jobs = grouped.writer.jobs - at_start["jobs"]
+        sizes_before: dict[int, int] = at_start["sizes"]
         sizes = {
             k: v - sizes_before.get(k, 0)
             for k, v in grouped.writer.group_sizes.items()
@@ -193,6 +224,16 @@ def bench_writer(tmp: Path, sessions: int, messages: int) -> None:
         }
     finally:
         grouped.close()
+    return rate, cpu, writer_cpu, groups, jobs, sizes
+
+
+def bench_writer(tmp: Path, sessions: int, messages: int) -> None:
+    n = sessions * messages
+    floor = _raw_floor(tmp / "raw1.db", n, 1)
+    ceiling = _raw_floor(tmp / "raw100.db", n, 100)
+    log(f"writer: raw floor {floor:,.0f}/s, batched ceiling {ceiling:,.0f}/s")
+    rate, cpu, writer_cpu, groups, jobs, sizes = _grouped(tmp / "group.db", sessions, messages)
+    direct = _grouped(tmp / "direct.db", sessions, messages, direct_wake=True)
     embedded = SessionEngine(tmp / "embedded.db")
     try:
         plain, plain_cpu = _threads_append(embedded, sessions, messages)
@@ -218,6 +259,10 @@ def bench_writer(tmp: Path, sessions: int, messages: int) -> None:
         writer_thread_cpu_us_per_msg=round(writer_cpu, 1),
         floor_cpu_us_per_msg=round(floor_cpu, 1),
         cpu_ratio=ratio(floor_cpu, cpu),
+        direct_wake_msgs_per_s=round(direct[0], 1),
+        direct_wake_ratio=ratio(direct[0], floor),
+        direct_wake_cpu_us_per_msg=round(direct[1], 1),
+        direct_wake_writer_thread_cpu_us_per_msg=round(direct[2], 1),
         embedded_msgs_per_s=round(plain, 1),
         embedded_cpu_us_per_msg=round(plain_cpu, 1),
         vs_embedded=ratio(rate, plain),
@@ -229,7 +274,10 @@ def bench_writer(tmp: Path, sessions: int, messages: int) -> None:
         groups, jobs = shaped.writer.groups, shaped.writer.jobs
     finally:
         shaped.close()
-    log(f"writer: {rate:,.0f} msg/s one use case each; turn-shaped {turn_rate:,.0f} msg/s")
+    log(
+        f"writer: {rate:,.0f} msg/s one use case each ({direct[0]:,.0f} waking callers on the"
+        f" writer thread); turn-shaped {turn_rate:,.0f} msg/s"
+    )
     emit(
         BENCH,
         "writer_turns_msgs_per_s",
