@@ -13,9 +13,13 @@ eight times larger, page of older matches joins the pool, until the matches run 
 
 Where the window plan's statistics are exact (every match fits the window, or a one-word
 query with fewer than ``COUNT_CAP`` matches), FTS5's own ``bm25()`` scores the same candidates
-in C, with the same scores, and SQLite sorts them and hands over only the best ``2 * limit``
-(all of them only when the filters leave too few; ``queries/search_plan.py``); otherwise the
-window is scored in Python (``queries/bm25.py``). Snippets: ``queries/snippets.py``.
+in C, with the same scores, in one statement that also counts them, joins the best
+``2 * limit`` to their details (all of them only when the filters leave too few), filters and
+reads the text of only the hits it returns (``fused_hits``, ``queries/search_plan.py``);
+otherwise the window is scored in Python (``queries/bm25.py``). On an index of more than
+200,000 rows a several-term query's candidates are bounded by its rarest term's newest
+matches (``queries/term_sample.py``; the ranking rule: docs/search.md). Snippets:
+``queries/snippets.py``.
 """
 
 from __future__ import annotations
