@@ -263,16 +263,24 @@ def bench_append(url: str, tmp: Path, n: int, data_dir: Path | None, rounds: int
     )
 
 
-def build_search_store(url: str, messages: int, *, batched_url: str | None) -> tuple[Path, TextGen]:
+def build_search_store(
+    url: str, messages: int, *, batched_url: str | None, sqlite: Path | None = None
+) -> tuple[Path, TextGen]:
     """The bench_sessions search store on SQLite, copied to ``url`` with ``copy-store --bulk``
     (reused when ``url`` already holds exactly that log); with ``batched_url``, also copied
-    there batch by batch (the resumable path) for its rate."""
+    there batch by batch (the resumable path) for its rate. ``sqlite``: that SQLite store (of
+    ``messages`` messages, built earlier by this bench) instead of ``bench/out``'s."""
     import psycopg
 
     from hermes_es.commands.copy_store import copy_store
     from hermes_es.store.backend import open_backend
 
-    path, gen = search_store(messages)
+    if sqlite is not None:
+        if not sqlite.exists():
+            raise SystemExit(f"bench_postgres: --sqlite {sqlite}: no such file")
+        path, gen = sqlite, TextGen(seed=7)  # the queries depend on the vocabulary only
+    else:
+        path, gen = search_store(messages)
     source = open_backend(str(path))
     with psycopg.connect(url) as conn:
         held = conn.execute("SELECT to_regclass('events') IS NOT NULL").fetchone()
@@ -307,10 +315,11 @@ def build_search_store(url: str, messages: int, *, batched_url: str | None) -> t
 
 
 def one_statement_window(conn: Any, tsquery: str, size: int) -> list[tuple[float, int]]:
-    """The window as the code before the sliced search chose it (kept here as the same-run
-    reference): one statement, the backward primary-key scan for words and prefixes, the GIN
-    bitmap of every match for phrases (ids first, tsvectors read back for the window only).
-    (Its CJK form also joined ``messages`` for a trigram ``ILIKE``; that index is gone.)"""
+    """The window as session 3's code chose it (kept here as the same-run reference): one
+    statement on the phrase of tokens (no pair lexemes: a phrase's words checked by their
+    positions), the backward primary-key scan for words and prefixes, the GIN bitmap of every
+    match for phrases (ids first, tsvectors read back for the window only). (Its CJK form also
+    joined ``messages`` for a trigram ``ILIKE``; that index is gone.)"""
     inner = "SELECT f.id FROM messages_fts f WHERE f.tsv @@ %s::tsquery ORDER BY f.id DESC LIMIT %s"
     if "<->" in tsquery:
         sql = (
@@ -321,7 +330,7 @@ def one_statement_window(conn: Any, tsquery: str, size: int) -> list[tuple[float
             "SELECT c.id, -ts_rank(c.tsv, %s::tsquery) FROM (SELECT f.id, f.tsv FROM messages_fts f"
             " WHERE f.tsv @@ %s::tsquery ORDER BY f.id DESC LIMIT %s) c"
         )
-    rows = conn.execute_pg(sql, (tsquery, tsquery, size)).fetchall()
+    rows = conn.execute_pg(sql, (tsquery, tsquery, size), prepare=False).fetchall()
     return sorted((float(score), int(mid)) for mid, score in rows)
 
 
@@ -390,51 +399,69 @@ def interleaved(
     return out
 
 
-def bench_search(url: str, path: Path, gen: TextGen, messages: int, rounds: int) -> None:
+def bench_search(
+    url: str, path: Path, gen: TextGen, messages: int, rounds: int, *, sqlite: bool = True
+) -> None:
     """Search p50/p99 per class on PostgreSQL, its bare tsquery floor, and SQLite beside; the
-    window alone (``candidates``) beside the one-statement window of the code before. The
-    PostgreSQL variants run interleaved, query by query, each with its client + server CPU."""
+    window alone (``candidates``: sliced, and as one statement) beside the one-statement window
+    of session 3 (phrases checked by positions). The PostgreSQL variants run interleaved,
+    query by query, each with its client + server CPU."""
     from hermes_es.commands.engine import SessionEngine
     from hermes_es.projections.catalog import connect
     from hermes_es.queries.search import search_messages
-    from hermes_es.store.postgres.search import CANDIDATE_WINDOW, candidates
-    from hermes_es.store.postgres.tokens import tsquery_text
+    from hermes_es.store.postgres.search import CANDIDATE_WINDOW, Query, candidates
 
-    lite_conn = connect(path)
+    lite_conn = connect(path) if sqlite else None
     with SessionEngine.open(url, actor="bench") as eng:
         conn = eng.store.connection()
         server = ServerCpu(conn)
 
         def floor(q: str) -> object:
-            tsq = tsquery_text(q)
-            if tsq is None:
+            query = Query.of(q)
+            if query is None:
                 return []
             return conn.execute_pg(
-                "SELECT id FROM messages_fts WHERE tsv @@ %s::tsquery LIMIT 20", (tsq,)
+                "SELECT id FROM messages_fts WHERE tsv @@ %s::tsquery LIMIT 20",
+                (query.match,),
+                prepare=False,
             ).fetchall()
 
         def window(q: str) -> object:
-            tsq = tsquery_text(q)
-            return candidates(conn, tsq, None, CANDIDATE_WINDOW) if tsq else []
+            query = Query.of(q)
+            return candidates(conn, query, None, CANDIDATE_WINDOW, sliced=True) if query else []
+
+        def one_statement(q: str) -> object:
+            query = Query.of(q)
+            return candidates(conn, query, None, CANDIDATE_WINDOW, sliced=False) if query else []
 
         def before(q: str) -> object:
-            tsq = tsquery_text(q)
-            return one_statement_window(conn, tsq, CANDIDATE_WINDOW) if tsq else []
+            query = Query.of(q)
+            return one_statement_window(conn, query.rank, CANDIDATE_WINDOW) if query else []
 
         variants: dict[str, Callable[[str], object]] = {
             "floor": floor,
             "search": lambda q: search_messages(conn, q, limit=20),
             "window": window,
-            "one_statement_window": before,
+            "one_statement": one_statement,
+            "session3_window": before,
         }
         for name, queries in query_classes(gen).items():
             for q in queries:  # warm
                 search_messages(conn, q)
             got = interleaved(variants, queries, rounds, server)
-            lite = latency_summary(
-                time_queries(lambda q: search_messages(lite_conn, q, limit=20), queries, rounds)
+            lite = (
+                latency_summary(
+                    time_queries(lambda q: search_messages(lite_conn, q, limit=20), queries, rounds)
+                )
+                if lite_conn is not None
+                else {"p50_ms": math.nan, "p99_ms": math.nan}
             )
             mine, base = got["search"], got["floor"]
+            extra = {
+                f"{variant}_{key}": got[variant][key]
+                for variant in ("window", "one_statement", "session3_window")
+                for key in ("p50_ms", "p99_ms", "cpu_ms")
+            }
             emit(
                 BENCH,
                 f"search_{name}",
@@ -450,16 +477,13 @@ def bench_search(url: str, path: Path, gen: TextGen, messages: int, rounds: int)
                 ok=mine["p99_ms"] <= 50,
                 sqlite_p50_ms=lite["p50_ms"],
                 sqlite_p99_ms=lite["p99_ms"],
-                window_p50_ms=got["window"]["p50_ms"],
-                window_p99_ms=got["window"]["p99_ms"],
-                window_cpu_ms=got["window"]["cpu_ms"],
-                one_statement_window_p50_ms=got["one_statement_window"]["p50_ms"],
-                one_statement_window_p99_ms=got["one_statement_window"]["p99_ms"],
-                one_statement_window_cpu_ms=got["one_statement_window"]["cpu_ms"],
+                **extra,
                 queries=len(queries),
                 messages=messages,
+                loadavg=[round(x, 2) for x in os.getloadavg()],
             )
-    lite_conn.close()
+    if lite_conn is not None:
+        lite_conn.close()
 
 
 def bench_rebuild(url: str, path: Path, messages: int) -> None:
@@ -536,6 +560,34 @@ def bench_list(url: str, path: Path, runs: int) -> None:
     )
 
 
+class KeptCluster:
+    """A cluster kept on disk between runs (``--pgdata``): started with its own settings
+    (``postgresql.conf``) as the ``postgres`` user when run as root, stopped at the end."""
+
+    def __init__(self, data: Path) -> None:
+        if not (data / "PG_VERSION").exists():
+            raise SystemExit(f"bench_postgres: --pgdata {data}: not a PostgreSQL data directory")
+        self.data = data
+
+    def _pg_ctl(self, *args: str) -> None:
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+        from tests.pg_server import _find
+
+        cmd = [_find("pg_ctl"), "-D", str(self.data), *args]
+        if os.geteuid() == 0:
+            cmd = ["su", "postgres", "-s", "/bin/sh", "-c", " ".join(f"'{a}'" for a in cmd)]
+        subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+
+    def start(self) -> None:
+        """Start the cluster (waits until it accepts connections)."""
+        log(f"starting the kept cluster in {self.data}")
+        self._pg_ctl("-l", str(self.data.parent / "server.log"), "-w", "-t", "120", "start")
+
+    def stop(self) -> None:
+        """Stop it (fast shutdown)."""
+        self._pg_ctl("-m", "fast", "-w", "stop")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Start (or use) a server, run every figure, stop the server."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -546,11 +598,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--url", default=None, help="an empty database to use instead")
     parser.add_argument("--only", choices=("append", "search"), default=None)
+    parser.add_argument(
+        "--sqlite",
+        type=Path,
+        default=None,
+        help="the SQLite search store of --messages messages to use (default: bench/out's)",
+    )
+    parser.add_argument(
+        "--pgdata",
+        type=Path,
+        default=None,
+        help="a cluster's data directory (with --url): start it, run, stop it again",
+    )
+    parser.add_argument(
+        "--no-sqlite-search", action="store_true", help="leave out the SQLite search figures"
+    )
     args = parser.parse_args(argv)
+    if args.pgdata is not None and not args.url:
+        parser.error("--pgdata needs --url (the database in that cluster)")
     if args.quick:
         args.messages, args.appends, args.rounds, args.runs = 10_000, 1_000, 2, 5
     emit(BENCH, "machine", **machine_info())
     server = None
+    kept = KeptCluster(args.pgdata) if args.pgdata is not None else None
+    if kept is not None:
+        kept.start()
     if args.url:
         url = args.url
     else:
@@ -574,8 +646,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.only != "append":
             search_url = server.database() if server else url
             batched = server.database() if server and args.messages <= 20_000 else None
-            path, gen = build_search_store(search_url, args.messages, batched_url=batched)
-            bench_search(search_url, path, gen, args.messages, args.rounds)
+            path, gen = build_search_store(
+                search_url, args.messages, batched_url=batched, sqlite=args.sqlite
+            )
+            bench_search(
+                search_url, path, gen, args.messages, args.rounds, sqlite=not args.no_sqlite_search
+            )
             if args.only is None:
                 bench_rebuild(search_url, path, args.messages)
                 bench_list(search_url, path, args.runs)
@@ -584,11 +660,13 @@ def main(argv: list[str] | None = None) -> int:
                 server.database() if server else url,
                 tmp,
                 args.appends,
-                server.data if server else None,
+                server.data if server else kept.data if kept else None,
             )
     finally:
         if server is not None:
             server.stop()
+        if kept is not None:
+            kept.stop()
     return 0
 
 

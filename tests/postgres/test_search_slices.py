@@ -11,7 +11,6 @@ import pytest
 from hermes_es.commands.engine import SessionEngine
 from hermes_es.queries.search import search_messages
 from hermes_es.store.postgres import search
-from hermes_es.store.postgres.tokens import tsquery_text
 from tests.pg_server import PgServer
 
 MESSAGES = 240
@@ -52,9 +51,10 @@ def engine(pg_server: PgServer) -> Iterator[SessionEngine]:
 
 def _everything(conn: Any, query: str, below: int | None, size: int) -> list[tuple[float, int]]:
     """The reference: one statement over the whole index, newest ``size`` matches."""
-    tsq = tsquery_text(query)
+    q = search.Query.of(query)
+    assert q is not None
     sql = "SELECT id, -ts_rank(tsv, %s::tsquery) FROM messages_fts WHERE tsv @@ %s::tsquery"
-    params: list[object] = [tsq, tsq]
+    params: list[object] = [q.rank, q.match]
     if below is not None:
         sql += " AND id < %s"
         params.append(below)
@@ -90,11 +90,11 @@ def test_slices_find_the_newest_matches(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(search, "_slice", counted)
-    tsq = tsquery_text(query)
+    tsq = search.Query.of(query)
     assert tsq is not None
     for below in (None, _everything(conn, query, None, 1)[0][1]):
         got = search.candidates(conn, tsq, below, size, first_slice=8, sliced=True)
-        whole = search.candidates(conn, tsq, below, size)
+        whole = search.candidates(conn, tsq, below, size, sliced=False)
         want = _everything(conn, query, below, size)
         assert [m for _, m in got] == [m for _, m in want]
         assert [s for s, _ in got] == pytest.approx([s for s, _ in want])
@@ -115,7 +115,7 @@ def test_sliced_search_equals_one_slice(engine: SessionEngine) -> None:
             conn, query, limit=20, where="", params=[], window=30, first_slice=8, sliced=True
         )
         whole = search.search_messages(
-            conn, query, limit=20, where="", params=[], window=30, first_slice=10**9
+            conn, query, limit=20, where="", params=[], window=30, sliced=False
         )
         assert [h.message_id for h in sliced] == [h.message_id for h in whole]
         assert sliced
@@ -127,7 +127,7 @@ def test_slices_inside_a_transaction(engine: SessionEngine) -> None:
     """Inside the caller's transaction the slices run on its connection, same matches."""
     conn = engine.store.connection()
     for query in ("common", "rare", '"alpha beta"'):
-        tsq = tsquery_text(query)
+        tsq = search.Query.of(query)
         assert tsq is not None
         outside = search.candidates(conn, tsq, None, 40, first_slice=8, sliced=True)
         with conn.transaction():

@@ -439,12 +439,18 @@ class PgConnection:
                 cur.executemany(adapt_sql(sql), batch)
             self._changes = max(cur.rowcount, 0)
 
-    def execute_pg(self, sql: str, params: Sequence[Any] | None = None) -> PgCursor:
-        """Run a statement written for PostgreSQL (``%s`` parameters, no adaptation)."""
+    def execute_pg(
+        self, sql: str, params: Sequence[Any] | None = None, *, prepare: bool | None = None
+    ) -> PgCursor:
+        """Run a statement written for PostgreSQL (``%s`` parameters, no adaptation).
+
+        ``prepare=False``: never as a prepared statement (psycopg prepares a statement run five
+        times, and the server may then plan it once for every parameter value: a search's
+        plan depends on how frequent its terms are)."""
         self.send_writes()
         with self._conn() as conn, translated():
             cur = conn.cursor(row_factory=tuple_row)
-            cur.execute(sql, params)
+            cur.execute(sql, params, prepare=prepare)
             rows = list(cur.fetchall()) if _returns_rows(sql, cur) else []
             self._changes = max(cur.rowcount, 0)
             return PgCursor(rows, self._changes)

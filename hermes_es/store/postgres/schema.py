@@ -15,9 +15,13 @@ from typing import Any
 
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 
-PG_LAYOUT = 2
+PG_LAYOUT = 3
 """Layout of what only the PostgreSQL backend adds (types, search tables). 2: a BRIN index over
-``messages_fts.id``, no trigram index over ``messages.content``."""
+``messages_fts.id``, no trigram index over ``messages.content``. 3: pair lexemes in every
+``tsvector`` (``tokens.py``); a store of layout 2 has ``messages_fts`` rewritten in place
+(``search.reindex``), every other layout has its projections replayed."""
+REINDEXED_LAYOUTS = (2,)
+"""PostgreSQL layouts that become the current one by rewriting the search index alone."""
 
 
 def layout() -> str:
@@ -136,15 +140,20 @@ def ensure_schema(datastore: PostgresDatastore, recorder: PostgresApplicationRec
         row = curs.execute("SELECT value FROM hermes_meta WHERE key = 'schema_version'").fetchone()
         version = str(row["value"]) if row is not None else ""
         if version != layout():
-            live = PgProjectionSet()
-            if version:
-                for table in live.tables():
-                    curs.execute(f"DROP TABLE IF EXISTS {table}")
-            live.create(conn)
-            if version:
-                from hermes_es.store.postgres.rebuild import replay_into
+            if _reindexes(version):
+                from hermes_es.store.postgres.search import reindex
 
-                replay_into(conn, PgProjectionSet(bulk=True))
+                reindex(curs)
+            else:
+                live = PgProjectionSet()
+                if version:
+                    for table in live.tables():
+                        curs.execute(f"DROP TABLE IF EXISTS {table}")
+                live.create(conn)
+                if version:
+                    from hermes_es.store.postgres.rebuild import replay_into
+
+                    replay_into(conn, PgProjectionSet(bulk=True))
             curs.execute(
                 "INSERT INTO hermes_meta (key, value) VALUES ('schema_version', %s)"
                 " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -152,6 +161,14 @@ def ensure_schema(datastore: PostgresDatastore, recorder: PostgresApplicationRec
             )
     datastore.register_type_adapters()
     return sequence
+
+
+def _reindexes(version: str) -> bool:
+    """Whether a store of layout ``version`` is upgraded by rewriting its search index."""
+    from hermes_es.projections.catalog import SCHEMA_VERSION
+
+    shared, _, own = version.partition(".")
+    return shared == str(SCHEMA_VERSION) and own in {str(v) for v in REINDEXED_LAYOUTS}
 
 
 STORE_TABLES = ("events", "tracking", "hermes_meta")

@@ -19,7 +19,7 @@ widening while filters leave too few hits), found slice by slice of ids, newest 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from psycopg.rows import tuple_row
@@ -28,12 +28,19 @@ from hermes_es.aggregates.state import SessionState
 from hermes_es.aggregates.validation import content_text
 from hermes_es.projections.base import Change, message_row_id
 from hermes_es.projections.search import new_messages
-from hermes_es.store.postgres.tokens import tsquery_text, tsvector_literal
+from hermes_es.store.postgres.tokens import (
+    INCOMPLETE,
+    match_query,
+    tsquery_text,
+    tsvector_literal,
+)
 
 if TYPE_CHECKING:
     from hermes_es.queries.search import SearchHit
 
 CANDIDATE_WINDOW = 2000
+SLICED = False
+"""Whether ``candidates`` takes matches slice by slice (else one statement)."""
 
 
 class PgSearchProjector:
@@ -98,6 +105,80 @@ class PgSearchProjector:
         )
 
 
+class Query(NamedTuple):
+    """A search as the index sees it."""
+
+    match: str
+    """The ``tsquery`` finding the matches (``tokens.match_query``: pairs for phrases)."""
+    rank: str
+    """The ``tsquery`` scoring them (``tokens.tsquery_text``: phrases of tokens)."""
+
+    @classmethod
+    def of(cls, user_query: str) -> Query | None:
+        """The search of ``user_query``; None when nothing in it is searchable."""
+        match, rank = match_query(user_query), tsquery_text(user_query)
+        return None if match is None or rank is None else cls(match, rank)
+
+    def lexemes(self) -> int:
+        """The postings lists the index reads for the matching query, weighted (a prefix
+        merges every lexeme it covers: ``PREFIX_WEIGHT``). The words of a phrase checked by
+        their positions and the ``§`` marker are skipped through, not read: they do not
+        count."""
+        read = _PHRASE.sub("", self.match)
+        return sum(
+            PREFIX_WEIGHT if m.group(1) else 1
+            for m in _LEXEME.finditer(read)
+            if m.group(0) != _MARKER
+        )
+
+
+_PHRASE = re.compile(r"\([^()]*<->[^()]*\)")
+"""A phrase of tokens in a ``tsquery`` (no token holds a parenthesis)."""
+_MARKER = "'" + INCOMPLETE + "'"
+
+
+REINDEX_BATCH = 20_000
+"""Message rows tokenized per batch when the index is rebuilt in place (``reindex``)."""
+
+
+def reindex(curs: Any, progress: Callable[[int], None] | None = None) -> int:
+    """Rewrite ``messages_fts`` from the text of the message rows it indexes (``messages``
+    holds each message's searchable text), inside the caller's transaction: every ``tsvector``
+    made again by ``tsvector_literal`` into a fresh table, which then replaces the old one
+    and gets its indexes. The upgrade of PostgreSQL layout 2 (tsvectors without pair lexemes)
+    to 3, without replaying the log. A row whose message row is gone keeps its tsvector.
+    Returns the rows written; ``progress`` gets the count after each batch."""
+    curs.execute("DROP TABLE IF EXISTS reindex_messages_fts")
+    curs.execute("CREATE TABLE reindex_messages_fts (id BIGINT NOT NULL, tsv TSVECTOR NOT NULL)")
+    last, done = -1, 0
+    while True:
+        rows = curs.execute(
+            "SELECT f.id, m.content, f.tsv::text FROM messages_fts f"
+            " LEFT JOIN messages m ON m.id = f.id WHERE f.id > %s ORDER BY f.id LIMIT %s",
+            (last, REINDEX_BATCH),
+        ).fetchall()
+        if not rows:
+            break
+        with curs.copy("COPY reindex_messages_fts (id, tsv) FROM STDIN") as copy:
+            for row in rows:
+                mid, content, old = (
+                    (row["id"], row["content"], row["tsv"]) if isinstance(row, dict) else row
+                )
+                copy.write_row((mid, old if content is None else tsvector_literal(content)))
+        done += len(rows)
+        last = int(rows[-1]["id"] if isinstance(rows[-1], dict) else rows[-1][0])
+        if progress is not None:
+            progress(done)
+    curs.execute("DROP TABLE messages_fts")
+    curs.execute("ALTER TABLE reindex_messages_fts RENAME TO messages_fts")
+    curs.execute("ALTER TABLE messages_fts ADD PRIMARY KEY (id)")
+    curs.execute("SET LOCAL maintenance_work_mem = '1GB'")
+    for statement in PgSearchProjector().indexes():
+        curs.execute(statement)
+    curs.execute("ANALYZE messages_fts")
+    return done
+
+
 FIRST_SLICE = 2048
 """Rows of the store the first slice of a search covers (the newest ones)."""
 OVERSHOOT = 1.5
@@ -122,7 +203,7 @@ WALK_SETTINGS = (
 
 
 def _slice(
-    conn: Any, tsquery: str, lo: int | None, hi: int, limit: int, *, walk: bool
+    conn: Any, query: Query, lo: int | None, hi: int, limit: int, *, walk: bool
 ) -> list[tuple[int, float]]:
     """(id, score) of the newest ``limit`` matches with ``lo <= id <= hi`` (``lo`` None: no
     lower bound).
@@ -133,13 +214,11 @@ def _slice(
     the slice's matches are read. Either way is pinned with planner settings local to the
     statement's transaction.
     """
-    # In a bitmap slice the tsquery is an InitPlan parameter, so the planner does not see it:
-    # it estimates phrases as if their words were independent (``'chat' <-> 'send'``: 281
-    # rows for 16,600 at 1,000,000 messages) and then skips the id range's bitmap, reading
-    # every match's page; with the default estimate it ANDs the two bitmaps.
+    # In a bitmap slice the tsquery is an InitPlan parameter, so the planner does not see it
+    # and, with its default estimate, ANDs the id range's bitmap with the GIN one.
     match = "tsv @@ %s::tsquery" if walk else "tsv @@ (SELECT %s::tsquery)"
     sql = f"SELECT id, tsv FROM messages_fts WHERE {match} AND id <= %s"
-    params: list[object] = [tsquery, tsquery, hi]
+    params: list[object] = [query.rank, query.match, hi]
     if lo is not None:
         sql += " AND id >= %s"
         params.append(lo)
@@ -147,10 +226,10 @@ def _slice(
     params.append(limit)
     ranked = f"SELECT c.id, ts_rank(c.tsv, %s::tsquery) FROM ({sql}) c"
     if conn.in_transaction:  # inside the caller's transaction: the planner's own choice
-        rows = conn.execute_pg(ranked, params).fetchall()
+        rows = conn.execute_pg(ranked, params, prepare=False).fetchall()
     else:
         with conn.pipelined_transaction([WALK_SETTINGS if walk else BITMAP_SETTINGS]):
-            rows = conn.execute_pg(ranked, params).fetchall()
+            rows = conn.execute_pg(ranked, params, prepare=False).fetchall()
     return [(int(mid), float(score)) for mid, score in rows]
 
 
@@ -166,92 +245,85 @@ class _First(NamedTuple):
     """The lowest id of the store."""
     rows: int
     """Rows in the first slice."""
-    words: int
-    """Rows of the first slice holding every word of the query in any order."""
     total: float
     """The store's rows (the planner's count)."""
 
 
 def _first(
-    conn: Any, tsquery: str, below: int | None, size: int, first_slice: int
+    conn: Any, query: Query, below: int | None, size: int, first_slice: int
 ) -> _First | None:
-    """The newest ``first_slice`` rows' matches, the store's bounds, and (for a query with a
-    phrase) how many of those rows hold its words, in one round trip; None for no rows."""
+    """The newest ``first_slice`` rows' matches and the store's bounds, in one round trip;
+    None for no rows."""
     under = "" if below is None else " WHERE id < %s"
     bound: list[object] = [] if below is None else [below]
     newest = f"SELECT id, tsv FROM messages_fts{under} ORDER BY id DESC LIMIT %s"
-    words = tsquery.replace("<->", "&")
     facts = (
-        f"SELECT max(id), min(id), count(*), count(*) FILTER (WHERE tsv @@ %s::tsquery),"
-        " (SELECT min(id) FROM messages_fts),"
+        f"SELECT max(id), min(id), count(*), (SELECT min(id) FROM messages_fts),"
         " (SELECT reltuples FROM pg_class WHERE oid = 'messages_fts'::regclass)"
-        f" FROM ({newest}) s"
+        f" FROM (SELECT id FROM messages_fts{under} ORDER BY id DESC LIMIT %s) s"
     )
     found = (
         f"SELECT id, ts_rank(tsv, %s::tsquery) FROM ({newest}) s"
         " WHERE tsv @@ %s::tsquery ORDER BY id DESC LIMIT %s"
     )
-    facts_params = [words, *bound, first_slice]
-    found_params = [tsquery, *bound, first_slice, tsquery, size]
+    facts_params = [*bound, first_slice]
+    found_params = [query.rank, *bound, first_slice, query.match, size]
     if conn.in_transaction:
-        row = conn.execute_pg(facts, facts_params).fetchone()
-        matches = conn.execute_pg(found, found_params).fetchall()
+        row = conn.execute_pg(facts, facts_params, prepare=False).fetchone()
+        matches = conn.execute_pg(found, found_params, prepare=False).fetchall()
     else:
         with conn.pipelined_transaction() as raw:
             # Both statements go out before either result is read: one round trip.
             first = raw.cursor(row_factory=tuple_row)
             second = raw.cursor(row_factory=tuple_row)
-            first.execute(facts, facts_params)
-            second.execute(found, found_params)
+            first.execute(facts, facts_params, prepare=False)
+            second.execute(found, found_params, prepare=False)
             row = first.fetchone()
             matches = second.fetchall()
     if row is None or row[0] is None:
         return None
-    top, low, rows, held, bottom, total = row
+    top, low, rows, bottom, total = row
     return _First(
         matches=[(int(mid), float(score)) for mid, score in matches],
         top=int(top),
         low=int(low),
         bottom=int(bottom),
         rows=int(rows),
-        words=int(held),
         total=float(total or 0),
     )
 
 
 def _one_statement(
-    conn: Any, tsquery: str, below: int | None, size: int
+    conn: Any, query: Query, below: int | None, size: int
 ) -> list[tuple[float, int]]:
-    """The newest ``size`` matches of a query without a phrase, scored, in one statement."""
+    """The newest ``size`` matches, scored, in one statement (the planner's plan)."""
     under = "" if below is None else " AND id < %s"
     rows = conn.execute_pg(
         "SELECT c.id, ts_rank(c.tsv, %s::tsquery) FROM (SELECT id, tsv FROM messages_fts"
         f" WHERE tsv @@ %s::tsquery{under} ORDER BY id DESC LIMIT %s) c",
-        [tsquery, tsquery, *([] if below is None else [below]), size],
+        [query.rank, query.match, *([] if below is None else [below]), size],
+        prepare=False,  # a plan for these terms' frequencies, never a generic one
     ).fetchall()
     return sorted((-float(score), int(mid)) for mid, score in rows)
 
 
 def candidates(
     conn: Any,
-    tsquery: str,
+    query: Query,
     below: int | None,
     size: int,
     *,
     first_slice: int = FIRST_SLICE,
-    sliced: bool = False,
+    sliced: bool = SLICED,
 ) -> list[tuple[float, int]]:
     """(score, message id) of the ``size`` most recent matches below ``below``, best first.
 
-    A query without a phrase (words, prefixes) is one statement (``_one_statement``): the
-    planner's statistics of single lexemes are good, and it picks the backward walk of the
-    primary key or the GIN bitmap of every match well; interleaved at 1,000,000 messages the
-    slices below cost it more than they saved (bench/README.md). ``sliced`` forces them.
-
-    A GIN index returns matches in no useful order, and checking a phrase means reading each
-    match's positions from the table: asking it for every match of a frequent identifier at
-    1,000,000 messages rechecked 16,600 rows to keep 2,000. So the matches are taken slice by
-    slice of ids, newest first, until ``size`` are in hand or the slices reach the oldest row:
+    Matches are found with ``query.match`` (phrases through their pair lexemes, so the index
+    reads the postings of rare lexemes only) and scored with ``query.rank``. With ``sliced``
+    the matches are taken slice by slice of ids, newest first, until ``size`` are in hand or
+    the slices reach the oldest row (a GIN index returns matches in no useful order: asking it
+    for every match of a term in 3% of the rows reads 30,000 rows at 1,000,000 messages to
+    keep 2,000):
 
     - the first slice walks the newest ``first_slice`` rows (a frequent word stops there), in
       the same round trip as the store's bounds;
@@ -260,16 +332,16 @@ def candidates(
       without a lower bound;
     - a slice is read from the GIN index's bitmap ANDed with the id range's when that is
       cheaper than walking it row by row (primary key, newest first, stopping at the matches
-      still wanted): the bitmap costs ``GIN_ENTRY_COST`` per lexeme per row of the store
-      holding the query's words (their rate in the first slice), plus a check of every such
-      row in the slice; a walk costs a check of every row of the slice. A phrase of frequent
-      words is walked: the postings of its words would be most of the store.
+      still wanted): the bitmap costs ``GIN_ENTRY_COST`` per posting of the query's lexemes
+      (the match rate seen, over the whole store) plus a check of every match in the slice;
+      a walk costs a check of every row of the slice.
 
+    Without ``sliced`` it is one statement, as the planner plans it (``_one_statement``).
     Only the newest ``size`` matches are scored (``ts_rank``).
     """
-    if "<->" not in tsquery and not sliced:
-        return _one_statement(conn, tsquery, below, size)
-    first = _first(conn, tsquery, below, size, first_slice)
+    if not sliced:
+        return _one_statement(conn, query, below, size)
+    first = _first(conn, query, below, size, first_slice)
     if first is None:
         return []
     found = first.matches
@@ -277,8 +349,7 @@ def candidates(
         return sorted((-score, mid) for mid, score in found[:size])
     density = first.rows / max(first.top - first.low + 1, 1)
     total = first.total if first.total > 0 else density * (first.top - first.bottom + 1)
-    words_rate = first.words / first.rows
-    lexemes = sum(PREFIX_WEIGHT if m.group(1) else 1 for m in _LEXEME.finditer(tsquery))
+    lexemes = query.lexemes()
     seen = float(first.rows)
     hi = first.low - 1
     while True:
@@ -289,9 +360,8 @@ def candidates(
         if lo is not None and lo <= first.bottom:
             lo = None
         span = (hi - (first.bottom if lo is None else lo) + 1) * density
-        held = max(rate, words_rate)
-        walk = held * (span + GIN_ENTRY_COST * lexemes * total) >= span
-        found += _slice(conn, tsquery, lo, hi, wanted, walk=walk)
+        walk = rate * (span + GIN_ENTRY_COST * lexemes * total) >= span
+        found += _slice(conn, query, lo, hi, wanted, walk=walk)
         if len(found) >= size or lo is None:
             break
         seen += span
@@ -309,19 +379,19 @@ def search_messages(
     params: list[object],
     window: int = CANDIDATE_WINDOW,
     first_slice: int = FIRST_SLICE,
-    sliced: bool = False,
+    sliced: bool = SLICED,
 ) -> list[SearchHit]:
     """Messages matching ``query``, best ``ts_rank`` first (``where``: the caller's filters)."""
     from hermes_es.queries.search import hits_from
 
-    tsquery = tsquery_text(query)
-    if tsquery is None or limit <= 0:
+    search = Query.of(query)
+    if search is None or limit <= 0:
         return []
     pool: list[tuple[float, int]] = []
     below: int | None = None
     size = window
     while True:
-        batch = candidates(conn, tsquery, below, size, first_slice=first_slice, sliced=sliced)
+        batch = candidates(conn, search, below, size, first_slice=first_slice, sliced=sliced)
         pool = sorted([*pool, *batch])
         hits = hits_from(conn, query, pool, limit, where, params)
         if len(batch) < size or len(hits) >= limit:

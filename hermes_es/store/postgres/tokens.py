@@ -8,10 +8,21 @@ connection (``:memory:``, used only to host the tokenizer; it never stores anyth
 
 Tokens become a ``tsvector`` literal with positions (so phrases match as adjacent lexemes, like
 FTS5 phrases) and query terms become ``tsquery`` phrases (``a <-> b``, ``:*`` for a prefix).
+
+Pair lexemes. A GIN index keeps no positions, so a phrase's matches were every row holding its
+words, each checked against its positions in the table: for a phrase of frequent words
+(``"the of"``) that is most of the store. So each ``tsvector`` also holds one lexeme per pair of
+adjacent tokens, ``§`` + first + space + second (``'§chat send'``: no token holds ``§`` or a
+space, so no word or word prefix can match one), and a term of several tokens is matched by its
+pairs (``match_query``): the index then answers it from the postings of the pairs alone. A
+message whose pairs are not all there (more tokens than ``MAX_POSITION``, a pair longer than
+``PAIR_MAX_CHARS``, more than ``PAIR_BUDGET`` characters of pairs) holds the lexeme ``§``
+instead of the missing ones, and is checked against its positions as before.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import apsw
@@ -26,6 +37,18 @@ from hermes_es.queries.fts_query import parse_terms
 
 MAX_POSITION = 16383
 """PostgreSQL's largest tsvector position; later tokens share it (see docs/postgres.md)."""
+
+MAX_LEXEME_BYTES = 2046
+"""PostgreSQL's longest lexeme; a longer token is cut to this many bytes (in documents and
+queries alike, so it still matches itself)."""
+PAIR = "\u00a7"
+"""Starts every pair lexeme (``§``: a separator to the tokenizer, so in no token)."""
+INCOMPLETE = PAIR
+"""The lexeme of a message some of whose adjacent pairs are not indexed."""
+PAIR_MAX_CHARS = 200
+"""Longest pair lexeme indexed (characters)."""
+PAIR_BUDGET = 32_768
+"""Most characters of pair lexemes one message's ``tsvector`` holds."""
 
 _local = threading.local()
 
@@ -50,6 +73,20 @@ def tokens(text: str, *, query: bool = False) -> list[str]:
     return [str(t[2]) for t in _local.tokenizer(text.encode("utf-8"), flags, None)]
 
 
+def _fit(token: str) -> str:
+    """``token`` cut to PostgreSQL's longest lexeme (``MAX_LEXEME_BYTES``)."""
+    if len(token) * 4 <= MAX_LEXEME_BYTES:
+        return token
+    return token.encode("utf-8")[:MAX_LEXEME_BYTES].decode("utf-8", "ignore")
+
+
+def _pair(first: str, second: str) -> str | None:
+    """The pair lexeme of two adjacent tokens, None when too long to be indexed."""
+    if len(first) + len(second) + 2 > PAIR_MAX_CHARS:
+        return None
+    return PAIR + first + " " + second
+
+
 def _quote(lexeme: str) -> str:
     return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
@@ -58,32 +95,90 @@ _POSITIONS = [str(i) for i in range(MAX_POSITION + 1)]
 
 
 def tsvector_literal(text: str) -> str:
-    """The text's tokens with their positions, as a ``tsvector`` input string."""
+    """The text's tokens with their positions, and its pair lexemes (see the module's
+    docstring), as a ``tsvector`` input string."""
     positions: dict[str, list[str]] = {}
+    pairs: dict[str, None] = {}
     get = positions.get
     host()
     found = _local.tokenizer(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None)
+    budget = PAIR_BUDGET
+    complete = True
+    before = ""
     for i, (_, _, token) in enumerate(found, start=1):
+        if len(token) * 4 > MAX_LEXEME_BYTES:
+            token = _fit(token)
         seen = get(token)
         where = _POSITIONS[i] if i < MAX_POSITION else _POSITIONS[MAX_POSITION]
         if seen is None:
             positions[token] = [where]
         elif len(seen) < 256:
             seen.append(where)
+        if i > 1:
+            pair = _pair(before, token) if i < MAX_POSITION else None
+            if pair is None or budget < len(pair):
+                complete = False
+            elif pair not in pairs:
+                pairs[pair] = None
+                budget -= len(pair)
+        before = token
+    if not complete:
+        pairs[INCOMPLETE] = None
     if "'" in text or "\\" in text:  # only then can a token need escaping
-        return " ".join(_quote(t) + ":" + ",".join(p) for t, p in positions.items())
-    return " ".join("'" + t + "':" + ",".join(p) for t, p in positions.items())
+        words = [_quote(t) + ":" + ",".join(p) for t, p in positions.items()]
+        return " ".join([*words, *map(_quote, pairs)])
+    words = ["'" + t + "':" + ",".join(p) for t, p in positions.items()]
+    return " ".join([*words, *("'" + p + "'" for p in pairs)])
+
+
+def _terms(user_query: str) -> list[tuple[list[str], bool]]:
+    """Each searchable term's (tokens, is a prefix)."""
+    found = []
+    for term in parse_terms(user_query):
+        words = [_fit(w) for w in tokens(term.text, query=True)]
+        if words:
+            found.append((words, term.prefix))
+    return found
+
+
+def _phrase(words: list[str], prefix: bool) -> str:
+    quoted = [_quote(w) for w in words]
+    if prefix:
+        quoted[-1] += ":*"
+    return "(" + " <-> ".join(quoted) + ")" if len(quoted) > 1 else quoted[0]
 
 
 def tsquery_text(user_query: str) -> str | None:
-    """A ``tsquery`` ANDing every term as a phrase, or None when nothing is searchable."""
+    """A ``tsquery`` ANDing every term as a phrase of its tokens (what ranking scores), or None
+    when nothing is searchable."""
+    parts = [_phrase(words, prefix) for words, prefix in _terms(user_query)]
+    return " & ".join(parts) if parts else None
+
+
+def match_query(user_query: str) -> str | None:
+    """The ``tsquery`` that finds the messages matching ``user_query`` (the same ones as
+    ``tsquery_text``), or None when nothing is searchable.
+
+    A term of one token is that token. A term of two tokens is its pair lexeme, or the phrase
+    in a message whose pairs are incomplete: ``'§a b' | '§' & 'a' <-> 'b'``. A longer term
+    needs its phrase checked too: ``('§a b' & '§b c' | '§') & 'a' <-> 'b' <-> 'c'``. The index
+    reads the postings of the rare lexemes first and skips through the frequent ones.
+    """
     parts: list[str] = []
-    for term in parse_terms(user_query):
-        words = tokens(term.text, query=True)
-        if not words:
+    for words, prefix in _terms(user_query):
+        phrase = _phrase(words, prefix)
+        if len(words) == 1:
+            parts.append(phrase)
             continue
-        quoted = [_quote(w) for w in words]
-        if term.prefix:
+        pairs = [_pair(a, b) for a, b in itertools.pairwise(words)]
+        quoted = [_quote(p) for p in pairs if p is not None]
+        if prefix and pairs[-1] is not None:
             quoted[-1] += ":*"
-        parts.append("(" + " <-> ".join(quoted) + ")" if len(quoted) > 1 else quoted[0])
+        marker = _quote(INCOMPLETE)
+        if not quoted:
+            parts.append(f"({marker} & {phrase})")
+        elif len(words) == 2 and pairs[0] is not None:
+            parts.append(f"({quoted[0]} | {marker} & {phrase})")
+        else:
+            parts.append(f"(({' & '.join(quoted)} | {marker}) & {phrase})")
     return " & ".join(parts) if parts else None
