@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 import psycopg
+import pytest
 
 from hermes_es.commands.engine import SessionEngine
 from hermes_es.projections.catalog import SCHEMA_VERSION
@@ -95,9 +96,11 @@ def test_pairs_match_what_positions_match(pg_url: str) -> None:
         assert hits > 400  # the queries do match (the comparison is not between empty sets)
 
 
-def test_layout_2_store_is_reindexed_in_place(pg_url: str) -> None:
-    """Opening a store of PostgreSQL layout 2 (tsvectors without pairs) rewrites its search
-    index in place, without replaying the log: the phrase is found through its pair again."""
+@pytest.mark.parametrize("shared", [SCHEMA_VERSION, 9])
+def test_layout_2_store_is_reindexed_in_place(pg_url: str, shared: int) -> None:
+    """Opening a store of PostgreSQL layout 2 (tsvectors without pairs; shared layout 9 or the
+    current one) rewrites its search index in place, without replaying the log: the phrase is
+    found through its pair again."""
     with SessionEngine.open(pg_url, actor="test") as eng:
         sid = eng.start_session("cli", cwd="")
         for text in ("please run chat-send now", "send chat", "the of the", "nothing"):
@@ -106,7 +109,7 @@ def test_layout_2_store_is_reindexed_in_place(pg_url: str) -> None:
         conn.execute(f"UPDATE messages_fts SET tsv = {STRIP_PAIRS}")
         conn.execute(
             "UPDATE hermes_meta SET value = %s WHERE key = 'schema_version'",
-            (f"{SCHEMA_VERSION}.2",),
+            (f"{shared}.2",),
         )
         rows_before = conn.execute("SELECT ctid::text, id FROM messages ORDER BY id").fetchall()
     with SessionEngine.open(pg_url, actor="test") as eng:
@@ -160,3 +163,32 @@ def test_a_token_longer_than_a_lexeme_is_appended_and_found(pg_url: str) -> None
         eng.append_message(sid, "user", "dump end")
         assert [h.seq for h in eng.search(blob)] == [0]
         assert [h.seq for h in eng.search(f'"dump {blob}"')] == [0]
+
+
+def test_shared_layout_9_store_opens_without_replay(pg_url: str) -> None:
+    """A store of shared layout 9 with the current PostgreSQL layout (10 changed SQLite's
+    indexes only) is relabelled when opened: no table is rewritten, nothing replayed."""
+    with SessionEngine.open(pg_url, actor="test") as eng:
+        sid = eng.start_session("cli", cwd="")
+        eng.append_message(sid, "user", "please run chat-send now")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE hermes_meta SET value = %s WHERE key = 'schema_version'",
+            ("9." + layout().split(".")[1],),
+        )
+        before = conn.execute(
+            "SELECT (SELECT array_agg(ctid::text) FROM messages),"
+            " (SELECT array_agg(ctid::text) FROM messages_fts)"
+        ).fetchone()
+    with SessionEngine.open(pg_url, actor="test") as eng:
+        assert [h.seq for h in eng.search("chat-send")] == [0]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        after = conn.execute(
+            "SELECT (SELECT array_agg(ctid::text) FROM messages),"
+            " (SELECT array_agg(ctid::text) FROM messages_fts)"
+        ).fetchone()
+        version = conn.execute(
+            "SELECT value FROM hermes_meta WHERE key = 'schema_version'"
+        ).fetchone()
+    assert after == before
+    assert version == (layout(),)

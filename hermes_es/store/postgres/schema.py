@@ -22,6 +22,10 @@ PG_LAYOUT = 3
 (``search.reindex``), every other layout has its projections replayed."""
 REINDEXED_LAYOUTS = (2,)
 """PostgreSQL layouts that become the current one by rewriting the search index alone."""
+SAME_SHARED_LAYOUTS = (9,)
+"""Shared projection layouts whose PostgreSQL tables are the current one's (10 changed only
+SQLite's message indexes: PostgreSQL keeps ``messages_seq``), so a store of one of them needs
+no replay."""
 
 
 def layout() -> str:
@@ -140,10 +144,13 @@ def ensure_schema(datastore: PostgresDatastore, recorder: PostgresApplicationRec
         row = curs.execute("SELECT value FROM hermes_meta WHERE key = 'schema_version'").fetchone()
         version = str(row["value"]) if row is not None else ""
         if version != layout():
-            if _reindexes(version):
+            upgrade = _upgrade(version)
+            if upgrade == "reindex":
                 from hermes_es.store.postgres.search import reindex
 
                 reindex(curs)
+            elif upgrade == "same":
+                pass  # the tables are the current layout's already
             else:
                 live = PgProjectionSet()
                 if version:
@@ -163,12 +170,17 @@ def ensure_schema(datastore: PostgresDatastore, recorder: PostgresApplicationRec
     return sequence
 
 
-def _reindexes(version: str) -> bool:
-    """Whether a store of layout ``version`` is upgraded by rewriting its search index."""
+def _upgrade(version: str) -> str | None:
+    """How a store of layout ``version`` becomes the current one: ``"same"`` (its tables
+    already are), ``"reindex"`` (rewrite the search index), None (replay the log)."""
     from hermes_es.projections.catalog import SCHEMA_VERSION
 
     shared, _, own = version.partition(".")
-    return shared == str(SCHEMA_VERSION) and own in {str(v) for v in REINDEXED_LAYOUTS}
+    if shared not in {str(SCHEMA_VERSION), *map(str, SAME_SHARED_LAYOUTS)}:
+        return None
+    if own == str(PG_LAYOUT):
+        return "same"
+    return "reindex" if own in {str(v) for v in REINDEXED_LAYOUTS} else None
 
 
 STORE_TABLES = ("events", "tracking", "hermes_meta")
