@@ -870,7 +870,7 @@ def publish_hermes(cache: HermesCache, db: Path, build: dict[str, Any]) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     log(f"  publishing the Hermes build to {cache.folder}")
-    shutil.copyfile(db, tmp / "state.db")
+    _copy_store(db, tmp / "state.db")  # with its WAL, if a writer left one
     (tmp / "build.json").write_text(json.dumps(build))
     if cache.folder.exists():
         aside = parent / f"{cache.key}.partial-{time.strftime('%Y%m%dT%H%M%S')}"
