@@ -49,6 +49,12 @@ WATCH_S = 1.0
 FLUSH_S = 1.0
 """Longest an owner waits for its streamed items to be sent before it ends their turn."""
 
+REKICK_S = 2.0
+"""After a standby's kick: how often it checks that the owner started the session's turn."""
+
+REKICKS = 15
+"""How many times a standby repeats a kick the owner seems not to have heard."""
+
 
 class Team:
     """The ownership of one gateway process (see the module docstring)."""
@@ -225,10 +231,30 @@ class Team:
         if not await asyncio.to_thread(relay.flush, FLUSH_S):
             log.warning("team relay: streamed items not sent within %.0f s", FLUSH_S)
 
-    def _kick_owner(self, session_id: str) -> None:
-        """A standby admitted or resolved a turn of ``session_id``: the owner runs it."""
-        if self._relay is not None:
-            self._relay.send({"t": "kick", "s": session_id})
+    def _kick_owner(self, session_id: str, tries: int = 0) -> None:
+        """A standby admitted or resolved a turn of ``session_id``: the owner runs it. A kick
+        is live-only (lost while the owner's listener reconnects): while the session still has
+        a turn that may start and none runs, it is sent again every ``REKICK_S`` s."""
+        if self._relay is None or self._stop.is_set() or self.role != "standby":
+            return
+        self._relay.send({"t": "kick", "s": session_id})
+        if tries < REKICKS:
+            loop = asyncio.get_running_loop()
+            loop.call_later(REKICK_S, self._rekick, session_id, tries + 1)
+
+    def _rekick(self, session_id: str, tries: int) -> None:
+        from hermes_es.aggregates.turns import next_runnable
+        from hermes_es.queries import turns as q
+
+        if self.role != "standby" or self._stop.is_set():
+            return
+        try:
+            state = q.head(self.authority.engine.store.connection(), session_id)
+        except Exception as exc:  # the store is unreachable: the takeover will recover it
+            log.warning("cannot read session %s to repeat its kick: %s", session_id, exc)
+            return
+        if state is not None and next_runnable(state):
+            self._kick_owner(session_id, tries)
 
     def _relayed(self, message: dict[str, Any]) -> None:
         """On the loop: a message from another gateway of the team."""

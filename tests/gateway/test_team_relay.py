@@ -148,3 +148,45 @@ def test_relay_chunks_a_message_over_the_payload_limit_and_skips_its_own() -> No
     small = payloads("gw-a", {"t": "kick", "s": "x"})
     assert len(small) == 1 and receiver.feed(small[0]) == ("gw-a", {"t": "kick", "s": "x"})
     assert receiver.feed(parts[1]) is None  # a chunk without its start is dropped
+
+
+def test_a_kick_lost_while_the_owners_listener_reconnects_is_sent_again(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """A standby's kick is live-only: when the owner's listener connection is cut just as a
+    prompt is submitted on the standby (so the kick is never heard), the standby sends it again
+    while the turn may start and none runs, and the owner runs the turn once."""
+    import psycopg
+
+    with fake_model(slow_delay=0.05) as model:
+        home_a = _host(tmp_path, "host-a", model.base_url, pg_url)
+        home_b = _host(tmp_path, "host-b", model.base_url, pg_url)
+        gw_a, gw_b = GatewayProcess(home_a, _env(home_a)), GatewayProcess(home_b, _env(home_b))
+        opened: list[Connection] = []
+        try:
+            assert gw_a.start().endpoint.role == "owner"
+            handle_b = gw_b.start()
+            conn_b = handle_b.connect()
+            opened.append(conn_b)
+            sid = conn_b.call("session.create", {"title": "rekick"})["session_id"]
+            with psycopg.connect(pg_url, autocommit=True) as admin:
+                cut = admin.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                    " WHERE application_name = 'hermes-gateway-listen'"
+                ).fetchone()
+            assert cut is not None and cut[0] == 2
+            admitted = conn_b.call(
+                "prompt.submit", {"session_id": sid, "submission_id": "k1", "text": "hello"}
+            )
+            seen = _follow(conn_b, sid, admitted["turn"], timeout=20)
+            finished = [m for m in seen if m["params"].get("type") == "hermes.turn.finished"]
+            assert finished[-1]["params"]["event"]["outcome"] == "completed"
+            assert sum(1 for r in model.requests if r["messages"][-1]["content"] == "hello") == 1
+        finally:
+            for each in opened:
+                with contextlib.suppress(Exception):
+                    each.close()
+            for gateway in (gw_a, gw_b):
+                if gateway.proc is not None and gateway.proc.poll() is None:
+                    gateway.proc.kill()
+                    gateway.proc.wait(10)
