@@ -18,7 +18,11 @@
    turn (``/proc``), which the load of a shared machine disturbs far less than wall-clock;
    p50/p99 of submit → admitted (the ``prompt.submit`` response) and submit → completed;
    fan-out: 8 clients attached to one session, the spread between the first and the last
-   client receiving each stored event.
+   client receiving each stored event. ``--trace wall`` (the default) runs the gateway with
+   ``HERMES_GATEWAY_TRACE`` and prints where each admission's milliseconds go (socket, the
+   handler's read, the writer's queue, its group and commit, the hand-back to the loop, the
+   answer's write, the client's read); ``--trace cpu`` adds the CPU time the gateway's loop
+   and writer threads spent in each stage (a system call per stamp: it costs CPU a turn).
 3. ``startup``: ``hermes -c -q TEXT`` through a running gateway against the same command
    embedded (another home, no gateway), alternating, median of ``--repeat``; a bare interpreter
    start is reported too.
@@ -31,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import shutil
 import statistics
@@ -298,9 +303,14 @@ def bench_writer(tmp: Path, sessions: int, messages: int) -> None:
 # -- 2. end to end ----------------------------------------------------------------------------
 
 
-def _start_gateway(home: Path) -> subprocess.Popen[bytes]:
+def _start_gateway(
+    home: Path, trace: Path | None = None, *, cpu: bool = False
+) -> subprocess.Popen[bytes]:
     env = dict(os.environ, HERMES_HOME=str(home), HERMES_RESPONDER="offline")
     env.pop("HERMES_NO_GATEWAY", None)
+    if trace is not None:
+        env["HERMES_GATEWAY_TRACE"] = str(trace)
+        env["HERMES_GATEWAY_TRACE_CPU"] = "1" if cpu else "0"
     proc = subprocess.Popen(
         [sys.executable, "-c", ENTRY, "gateway", "run"],
         env=env,
@@ -334,6 +344,9 @@ class RpcClient:
         self.finished: dict[int, asyncio.Future[float]] = {}
         self.arrivals: dict[tuple[str, int], float] = {}
         self.done_at: dict[int, float] = {}
+        self.answered_at: dict[int, float] = {}
+        self.submits: dict[str, tuple[float, int]] = {}
+        """submission id → (when it was sent, its request id): joined with the trace."""
         self.frames = 0
         self.reader = asyncio.create_task(self._read())
 
@@ -343,6 +356,7 @@ class RpcClient:
             self.frames += 1
             message = json.loads(raw)
             if "id" in message and "method" not in message:
+                self.answered_at[message["id"]] = now
                 self.waiting.pop(message["id"]).set_result(message.get("result"))
                 continue
             params = message.get("params") or {}
@@ -366,9 +380,11 @@ class RpcClient:
 
     async def turn(self, sid: str, text: str) -> tuple[float, float]:
         """Submit and wait: (submit → admitted, submit → completed) in seconds."""
+        submission = uuid.uuid4().hex
         start = time.perf_counter()
+        self.submits[submission] = (start, self.next_id + 1)
         admitted = await self.call(
-            "prompt.submit", {"session_id": sid, "submission_id": uuid.uuid4().hex, "text": text}
+            "prompt.submit", {"session_id": sid, "submission_id": submission, "text": text}
         )
         t_admitted = time.perf_counter()
         turn = admitted["turn"]
@@ -401,6 +417,8 @@ async def _drive(
     for c, sid in zip(conns, sids, strict=True):  # warm-up: first turns build the prompt
         await c.turn(sid, "warm up")
     frames_before = sum(c.frames for c in conns)
+    for c in conns:
+        c.submits.clear()
     admitted: list[float] = []
     completed: list[float] = []
 
@@ -416,9 +434,15 @@ async def _drive(
     elapsed = time.perf_counter() - start
     cpu = _cpu_seconds(pid) - cpu
     frames = sum(c.frames for c in conns) - frames_before
+    sent = {
+        key: (at, c.answered_at.get(rid, math.nan))
+        for c in conns
+        for key, (at, rid) in c.submits.items()
+    }
     for c in conns:
         await c.close()
     return {
+        "sent": sent,
         "turns_per_s": clients * turns / elapsed,
         "frames_per_turn": frames / (clients * turns) + 1,  # + the submit itself
         "server_cpu_ms_per_turn": cpu / (clients * turns) * 1000,
@@ -504,22 +528,88 @@ def _bare_round_trip(clients: int, turns: int, frames_per_turn: int) -> dict[str
         assert proc.stdout is not None
         port = int(proc.stdout.readline())
         url = f"ws://127.0.0.1:{port}"
-        return asyncio.run(_drive(lambda: _client(url, "-"), clients, turns, proc.pid))
+        result = asyncio.run(_drive(lambda: _client(url, "-"), clients, turns, proc.pid))
+        result.pop("sent")
+        return result
     finally:
         assert proc.stdin is not None
         proc.stdin.close()
         proc.wait(30)
 
 
-def bench_end_to_end(tmp: Path, clients: int, turns: int) -> None:
+STAGES = (
+    ("received", "client sent → gateway's protocol has the bytes (socket, loop busy)"),
+    ("read", "received → handler read it (uvicorn, Starlette, loop queue)"),
+    ("queued", "read → handed to the writer (decode, dispatch)"),
+    ("run", "handed → the writer runs it (queue, the group before)"),
+    ("committed", "runs → its group committed (the group's use cases, commit)"),
+    ("resumed", "committed → loop has the result (hand-back, loop queue)"),
+    ("written", "resumed → answer frame written (sender)"),
+    ("answered", "written → client has the answer (socket, client loop)"),
+)
+
+
+def _admission_split(trace: Path, sent: dict[str, tuple[float, float]]) -> dict[str, Any]:
+    """Per stage of the admission path (``hermes_es.gateway.trace``): wall-clock p50/p99 in
+    ms, and the CPU time the gateway's loop and writer threads spent during it (p50/p99):
+    how much other work ran ahead of the admission, whatever the machine's load."""
+    if not trace.exists():
+        return {}
+    stamps = json.loads(trace.read_bytes())["admissions"]
+    walls: dict[str, list[float]] = {name: [] for name, _ in STAGES}
+    loops: dict[str, list[float]] = {name: [] for name, _ in STAGES}
+    writers: dict[str, list[float]] = {name: [] for name, _ in STAGES}
+    for key, (at, answered) in sent.items():
+        mine = stamps.get(key)
+        if not mine:
+            continue
+        row = {"sent": [at], **mine, "answered": [answered]}
+        before = "sent"
+        for name, _ in STAGES:
+            if name not in row or math.isnan(row[name][0]):
+                continue
+            then, now = row[before], row[name]
+            walls[name].append(now[0] - then[0])
+            if len(then) == len(now) == 3:  # with the threads' CPU clocks
+                loops[name].append(now[1] - then[1])
+                writers[name].append(now[2] - then[2])
+            before = name
+    split: dict[str, Any] = {}
+    for name, _ in STAGES:
+        if walls[name]:
+            split[name] = latency_summary(walls[name])
+            if loops[name]:
+                split[name]["loop_cpu"] = latency_summary(loops[name])
+                split[name]["writer_cpu"] = latency_summary(writers[name])
+    return split
+
+
+def bench_end_to_end(tmp: Path, clients: int, turns: int, trace_mode: str = "wall") -> None:
     home = tmp / "e2e-home"
     home.mkdir()
-    proc = _start_gateway(home)
+    trace = tmp / "admission-trace.json"
+    proc = _start_gateway(home, trace if trace_mode != "off" else None, cpu=trace_mode == "cpu")
     try:
         result = asyncio.run(_e2e(home, clients, turns, proc.pid))
     finally:
         proc.terminate()
         proc.wait(60)
+    split = _admission_split(trace, result.pop("sent"))
+    for name, text in STAGES:
+        if name in split:
+            stage = split[name]
+            cpu = ""
+            if "loop_cpu" in stage:
+                cpu = (
+                    f"; loop CPU p50 {stage['loop_cpu']['p50_ms']:.2f} /"
+                    f" p99 {stage['loop_cpu']['p99_ms']:.2f} ms, writer CPU p50"
+                    f" {stage['writer_cpu']['p50_ms']:.2f} / p99"
+                    f" {stage['writer_cpu']['p99_ms']:.2f} ms"
+                )
+            log(
+                f"  admission {text}: p50 {stage['p50_ms']:.2f} / p99 {stage['p99_ms']:.2f} ms"
+                + cpu
+            )
     frames = max(3, round(result["frames_per_turn"]))
     floor = _bare_round_trip(clients, turns, frames)
     bare = floor["turns_per_s"]
@@ -555,6 +645,13 @@ def bench_end_to_end(tmp: Path, clients: int, turns: int) -> None:
         target=20.0,
         ok=result["admitted"]["p99_ms"] <= 20.0,
         **result["admitted"],
+    )
+    emit(
+        BENCH,
+        "submit_to_admitted_split",
+        value=result["admitted"]["p50_ms"],
+        unit="ms p50",
+        stages={name: split[name] for name, _ in STAGES if name in split},
     )
     emit(
         BENCH,
@@ -639,6 +736,13 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--only", default="writer,end_to_end,startup")
+    parser.add_argument(
+        "--trace",
+        choices=("off", "wall", "cpu"),
+        default="wall",
+        help="end_to_end: stamp each admission's stages inside the gateway (wall clock;"
+        " cpu: also the loop's and writer's thread CPU clocks, a system call per stamp)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.messages, args.turns, args.repeat = 40, 5, 3
@@ -648,7 +752,7 @@ def main() -> None:
         if "writer" in only:
             bench_writer(tmp, args.sessions, args.messages)
         if "end_to_end" in only:
-            bench_end_to_end(tmp, args.clients, args.turns)
+            bench_end_to_end(tmp, args.clients, args.turns, args.trace)
         if "startup" in only:
             bench_startup(tmp, args.repeat)
     finally:

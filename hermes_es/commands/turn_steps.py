@@ -51,6 +51,8 @@ class Ended(msgspec.Struct, frozen=True, kw_only=True):
     transcript_moved: bool
     """The transcript had changed since ``display_version`` before the reply was stored."""
     error: str = ""
+    runnable: int = 0
+    """The session's next runnable turn once this one finished (0: none may start now)."""
 
 
 def begin(
@@ -138,6 +140,7 @@ def end(
                 version=state.version,
                 transcript_moved=moved,
                 error=error,
+                runnable=agg.next_runnable(state),
             )
         done = [*user_seqs, *seqs]
         state = batch.record(
@@ -146,7 +149,13 @@ def end(
                 state, turn, outcome="completed", seqs=done, at=batch.now, actor=engine.actor
             ),
         )
-        return Ended(outcome="completed", seqs=done, version=state.version, transcript_moved=moved)
+        return Ended(
+            outcome="completed",
+            seqs=done,
+            version=state.version,
+            transcript_moved=moved,
+            runnable=agg.next_runnable(state),
+        )
 
 
 def _failed(state: SessionState, turn: int, error: str, at: float, actor: str) -> list[ev.Event]:

@@ -304,9 +304,11 @@ class GroupWriter:
         ``alone``: run it outside any group transaction (a use case that commits, checkpoints
         or vacuums by itself, such as a verified delete). ``urgent``: a short use case someone
         waits on (an admission); it goes into the next group ahead of the queued ones, so it
-        waits for at most the group being committed, not for the whole queue. ``pure``: the
-        use case reads and writes only through ``store.transaction()`` batches and has no
-        other effect, so it may be decided without SQL and run again (``Store.run_deferred``).
+        waits for at most the group being committed, not for the whole queue, and that
+        group holds only the urgent use cases waiting then (and at most one queued one).
+        ``pure``: the use case reads and writes only through ``store.transaction()`` batches
+        and has no other effect, so it may be decided without SQL and run again
+        (``Store.run_deferred``).
         """
         job = _Job(fn, alone and not urgent, pure)
         future: Future[T] = Future()
@@ -350,9 +352,10 @@ class GroupWriter:
 
     def _take(self) -> tuple[list[_Job], bool]:
         jobs: list[_Job] = []
+        urgent = False
         while not jobs:
             first = self._queue.get()
-            self._take_urgent(jobs)
+            urgent = self._take_urgent(jobs) or urgent
             if first is _STOP:
                 return jobs, True
             if first is _WAKE:
@@ -364,6 +367,10 @@ class GroupWriter:
                     return jobs, False
                 return [first], False
             jobs.append(first)
+        if urgent:
+            # Urgent use cases (admissions) commit in a small group of their own: the queued
+            # ones wait for the next group instead of lengthening this one.
+            return jobs, False
         stop = False
         while len(jobs) < self.max_group:
             try:
@@ -383,9 +390,12 @@ class GroupWriter:
             jobs.append(nxt)
         return jobs, stop
 
-    def _take_urgent(self, jobs: list[_Job]) -> None:
+    def _take_urgent(self, jobs: list[_Job]) -> bool:
+        took = False
         while self._urgent:
             jobs.append(self._urgent.popleft())
+            took = True
+        return took
 
     def _run(self) -> None:
         datastore = getattr(self.store, "datastore", None)

@@ -14,6 +14,7 @@ threads, the writer and the store.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import os
@@ -32,6 +33,7 @@ from hermes_es.gateway import protocol as p
 from hermes_es.gateway.authority import Client, RpcError, SessionAuthority
 from hermes_es.gateway.identity import CLIENT_KINDS
 from hermes_es.gateway.tickets import TicketBook, TicketError
+from hermes_es.gateway.trace import RECEIVED
 
 if TYPE_CHECKING:
     from hermes_es.commands.group_engine import GroupCommitEngine
@@ -128,6 +130,7 @@ def create_app(state: GatewayState) -> Starlette:
         from hermes_es.config import load_profile_config
         from hermes_es.gateway.ownership import Team
         from hermes_es.gateway.reaper import Reaper
+        from hermes_es.gateway.trace import AdmissionTrace
         from hermes_es.home import profile_dir
 
         directory = profile_dir(state.home, state.profile)
@@ -141,6 +144,9 @@ def create_app(state: GatewayState) -> Starlette:
                 engine, loaded=loaded, profile=state.profile, profile_dir=directory, epoch=0
             )
             authority.role = "standby"  # until it owns the profile (at once, unless a team's)
+            authority.trace = AdmissionTrace.from_env()
+            if authority.trace is not None:
+                authority.trace.watch(engine.writer.store)
             state.authority = authority
             cfg = loaded.config
 
@@ -183,6 +189,8 @@ def create_app(state: GatewayState) -> Starlette:
                 if authority_.reaper is not None:
                     authority_.reaper.stop()
                 authority_.close()
+                if authority_.trace is not None:
+                    authority_.trace.dump()
             holder.close()
             await asyncio.to_thread(engine.close)
 
@@ -227,39 +235,71 @@ def create_app(state: GatewayState) -> Starlette:
         if kind not in CLIENT_KINDS:
             kind = "cli"
         await websocket.accept()
-        outgoing: asyncio.Queue[bytes | None] = asyncio.Queue(SEND_QUEUE)
+        outgoing: collections.deque[bytes | None] = collections.deque()
+        queued = asyncio.Event()
+        writing = False
+        """A coroutine is writing this client's frames (only one may, so they stay in order)."""
 
         def send(frame: bytes) -> None:
-            try:
-                outgoing.put_nowait(frame)
-            except asyncio.QueueFull:
+            if client.closed:
+                return
+            if len(outgoing) >= SEND_QUEUE:
                 log.warning("client fell %d frames behind; disconnecting it", SEND_QUEUE)
-                outgoing.put_nowait(None) if not outgoing.full() else None
+                outgoing.append(None)
                 client.closed = True
+            else:
+                outgoing.append(frame)
+            queued.set()
 
         client = Client(principal, kind, send)
+        trace = authority.trace
+
+        async def flush() -> bool:
+            """Write every queued frame, in order, until none is left; False once the
+            connection is closed (a client that fell too far behind)."""
+            nonlocal writing
+            writing = True
+            try:
+                while outgoing:
+                    frame = outgoing.popleft()
+                    if frame is None:
+                        await websocket.close(code=1013)
+                        return False
+                    await websocket.send_text(frame.decode())
+                    if trace is not None:
+                        trace.written(frame)
+            finally:
+                writing = False
+            return True
 
         async def sender() -> None:
+            """Writes what the fan-out queued (the handler writes its own answers)."""
             while True:
-                frame = await outgoing.get()
-                while True:  # what is queued already goes out without waiting on the queue
-                    if frame is None or client.closed:
-                        await websocket.close(code=1013)
-                        return
-                    await websocket.send_text(frame.decode())
-                    if outgoing.empty():
-                        break
-                    frame = outgoing.get_nowait()
+                await queued.wait()
+                queued.clear()
+                if not writing and not await flush():
+                    return
 
         send_task = asyncio.create_task(sender())
         try:
             while True:
                 message = await websocket.receive_text()
+                if trace is not None:
+                    client.read_at = trace.now()
+                    client.received_at = websocket.scope.get(RECEIVED, client.read_at)
                 response = await _answer(authority, client, message.encode())
                 if response is not None:
-                    send(p.encode(response))
-        except (WebSocketDisconnect, RuntimeError):
-            pass
+                    frame = p.encode(response)
+                    if trace is not None and client.traced:
+                        trace.answer(client.traced, frame)
+                        client.traced = ""
+                    send(frame)
+                    # The answer goes out now, after what was queued before it, without
+                    # waiting for the sender task's turn on the loop.
+                    if not writing and not await flush():
+                        break
+        except (WebSocketDisconnect, RuntimeError, OSError):
+            pass  # (uvicorn's ClientDisconnected is an OSError)
         finally:
             authority.disconnect(client)
             send_task.cancel()

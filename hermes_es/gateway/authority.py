@@ -38,6 +38,7 @@ from hermes_es.errors import (
     StoreBusyError,
     ValidationError,
 )
+from hermes_es.events.turns import TurnAdmitted
 from hermes_es.gateway import protocol as p
 from hermes_es.gateway.identity import CLIENT_KINDS, Principal
 from hermes_es.queries import turns as q
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from hermes_es.commands.turn_events import TurnEvent
     from hermes_es.config import LoadedConfig
     from hermes_es.gateway.reaper import Reaper
+    from hermes_es.gateway.trace import AdmissionTrace
     from hermes_es.projections.base import Change
 
 T = TypeVar("T")
@@ -100,6 +102,12 @@ class Client:
         self.created: set[str] = set()
         """Sessions this connection created (a worker may only touch these)."""
         self.closed = False
+        self.read_at: tuple[float, ...] = ()
+        """When the request being answered was read (``trace`` only)."""
+        self.received_at: tuple[float, ...] = ()
+        """When its bytes came off the socket (``trace`` only)."""
+        self.traced = ""
+        """The submission id of the answer about to be sent (``trace`` only)."""
 
 
 class SessionAuthority:
@@ -152,6 +160,8 @@ class SessionAuthority:
         self.on_standby_write: Callable[[str], None] = lambda session_id: None
         """A standby admitted or resolved a turn of the session: the owner is told to run it."""
         self._read = engine.store.connection  # this (loop) thread's connection: reads only
+        self.trace: AdmissionTrace | None = None
+        """Admission timing (``HERMES_GATEWAY_TRACE``), else None."""
         if engine.writer.reports_changes:
             # Every write goes through the writer, which hands over what each group stored
             # (on this loop, before the group's waiters resume): the fan-out sends those
@@ -222,6 +232,13 @@ class SessionAuthority:
         catches up from the log instead, so the stream stays gapless and in order."""
         by_session: dict[str, list[Change]] = {}
         for change in changes:
+            event = change.event
+            if type(event) is TurnAdmitted:
+                # Known before any waiter of the group resumes: a session's queue worker
+                # that reaches this turn first still runs it inline, as the submitter's.
+                key = (change.stream, event.turn)
+                self.admitted_by.setdefault(key, event.actor)
+                self.admitted_texts.setdefault(key, event.text)
             if change.stream in self.subscribers:
                 by_session.setdefault(change.stream, []).append(change)
         for sid, mine in by_session.items():
@@ -305,7 +322,7 @@ class SessionAuthority:
                 break
             if state is not None:
                 ran = await self._inline_turn(session_id, state)
-                if ran == "stop":
+                if ran in ("stop", "idle"):
                     break
                 if ran == "ran":
                     continue
@@ -350,8 +367,9 @@ class SessionAuthority:
         that answers this prompt without I/O (the offline one, no tool), a chat whose window
         and prompt are in memory (``Chat.plan_turn``). Two writer use cases, both from the
         loop: ``begin`` (start + user message) and ``end`` (reply + finish); no thread, no
-        read of the head in between. Returns ``ran``, ``stop`` (the worker must stop), or
-        ``no`` (this turn needs the threaded runner)."""
+        read of the head in between. Returns ``ran``, ``idle`` (it ran, and nothing more may
+        start), ``stop`` (the worker must stop), or ``no`` (this turn needs the threaded
+        runner)."""
         turn = next_runnable(state)
         chat = self.chats.get(session_id)
         if chat is None or not turn:
@@ -435,7 +453,10 @@ class SessionAuthority:
             chat.recorded(dicts, ended.version)
         elif ended.transcript_moved:
             self.chats.pop(session_id, None)  # rebuilt from the log by its next turn
-        return "ran"
+        # Nothing may start as of the commit: done, without reading the head again. An
+        # admission committed after it resumes its submitter after this task has ended
+        # (waiters resume in commit order), whose kick then starts a new worker.
+        return "ran" if ended.runnable else "idle"
 
     def _admitted_actor(self, session_id: str, turn: int) -> str:
         known = self.admitted_by.pop((session_id, turn), None)
@@ -714,17 +735,28 @@ class SessionAuthority:
             turn = admitted_turn(known, params.submission_id) if known else 0
             if not turn:
                 raise RpcError(p.DRAINING, "the gateway is shutting down; submit again after it")
-        admission = await self.write(
-            lambda: turns.admit(
+
+        def admit() -> turns.Admission:
+            return turns.admit(
                 engine,
                 sid,
                 submission_id=params.submission_id,
                 client_kind=params.client_kind,
                 text=params.text,
-            ),
-            urgent=True,  # the submitter waits on this answer; turns' writes can wait
-            pure=True,
-        )
+            )
+
+        trace = self.trace
+        if trace is not None:
+            key = params.submission_id
+            trace.mark(key, "received", client.received_at)
+            trace.mark(key, "read", client.read_at)
+            trace.mark(key, "queued")
+            admit = trace.job(key, admit)
+        # urgent: the submitter waits on this answer; turns' writes can wait
+        admission = await self.write(admit, urgent=True, pure=True)
+        if trace is not None:
+            trace.mark(params.submission_id, "resumed")
+            client.traced = params.submission_id
         if admission.turn and not admission.duplicate:
             self.admitted_by.setdefault((sid, admission.turn), client.principal.key)
             self.admitted_texts.setdefault((sid, admission.turn), params.text)

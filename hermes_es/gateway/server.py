@@ -30,6 +30,8 @@ from hermes_es.gateway.app import GatewayState, create_app
 from hermes_es.gateway.authority import DRAIN_SECONDS
 from hermes_es.gateway.control import ControlServer
 from hermes_es.gateway.paths import Endpoint, GatewayPaths
+from hermes_es.gateway.trace import ENV as TRACE_ENV
+from hermes_es.gateway.trace import traced_protocol
 from hermes_es.home import profile_dir
 
 log = logging.getLogger("hermes.gateway")
@@ -157,7 +159,7 @@ async def _serve(
         log_level="warning",
         access_log=False,
         lifespan="on",
-        ws="websockets-sansio",
+        ws=traced_protocol() if os.environ.get(TRACE_ENV) else "websockets-sansio",
         # small JSON frames on loopback: compressing each one per client cost more CPU than
         # it saved (a frame is encoded once but was deflated once per attached client)
         ws_per_message_deflate=False,

@@ -79,6 +79,33 @@ def test_begin_and_end_store_a_turn_as_two_atomic_steps(eng: SessionEngine) -> N
     assert diffs and all(d.equal for d in diffs), diffs
 
 
+def test_end_says_which_turn_may_run_next(eng: SessionEngine) -> None:
+    """``end`` reports the session's next runnable turn as of its commit (the queue worker
+    stops on 0 without reading the head again): the follower while one is queued, 0 after
+    the last, for a completed and for a failed turn alike."""
+    sid = _admitted(eng, "a", "b")
+
+    def run(turn: int, error: str = "") -> turn_steps.Ended:
+        begun = _begin(eng, sid, turn)
+        return turn_steps.end(
+            eng,
+            sid,
+            turn,
+            messages=[{"role": "assistant", "content": "ok"}],
+            actor="uid:1000",
+            user_seqs=begun.seqs,
+            display_version=begun.version,
+            error=error,
+        )
+
+    first = run(1)
+    assert (first.outcome, first.runnable) == ("completed", 2)
+    second = run(2, error="the model failed")
+    assert (second.outcome, second.runnable) == ("failed", 0)
+    turns.admit(eng, sid, submission_id="c", client_kind="cli", text="say c")
+    assert run(3).runnable == 0
+
+
 def test_begin_of_a_turn_not_next_changes_nothing(eng: SessionEngine) -> None:
     """A begin naming a turn that is not the next runnable one (cancelled, or another one
     running) stores nothing and says so."""

@@ -131,6 +131,41 @@ def test_urgent_use_case_joins_the_next_group_ahead_of_queued_ones(
     assert _count(gce.db_path, sid) == 1  # stored once the future resolved
 
 
+def test_an_urgent_use_case_commits_in_a_small_group_of_its_own(
+    gce: GroupCommitEngine,
+) -> None:
+    """The group an urgent use case joins holds only the urgent ones (and at most one queued
+    one): the use cases queued behind it commit in the next group, so an admission's answer
+    never waits for a long group of turn writes."""
+    sid = gce.start_session("cli")
+    writer = gce.writer
+    gate = threading.Event()
+    ran: list[tuple[str, int]] = []
+    blocker = writer.submit(lambda: gate.wait(10))  # holds the writer in a group
+    queued = [
+        writer.submit(lambda i=i: ran.append((f"queued {i}", writer.groups)))
+        for i in range(6)  # type: ignore[misc]
+    ]
+    urgent = [
+        writer.submit(
+            lambda i=i: (ran.append((f"urgent {i}", writer.groups)), gce.set_title(sid, f"t{i}")),
+            urgent=True,
+        )
+        for i in range(2)  # type: ignore[misc]
+    ]
+    gate.set()
+    blocker.result(10)
+    for f in [*urgent, *queued]:
+        f.result(10)
+    groups = dict(ran)
+    assert groups["urgent 0"] == groups["urgent 1"]  # one group for both
+    along = [name for name, group in ran if group == groups["urgent 0"]]
+    assert along[:2] == ["urgent 0", "urgent 1"] and len(along) <= 3
+    later = [name for name, group in ran if group > groups["urgent 0"]]
+    assert len(later) >= 5  # the rest of the queue: in a later group
+    assert gce.get(sid).title == "t1"
+
+
 def test_get_reads_the_committed_head_and_names_a_missing_session(
     gce: GroupCommitEngine,
 ) -> None:
