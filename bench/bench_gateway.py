@@ -617,7 +617,15 @@ def bench_end_to_end(tmp: Path, clients: int, turns: int, trace_mode: str = "wal
     cpu, bare_cpu = result["server_cpu_ms_per_turn"], floor["server_cpu_ms_per_turn"]
     log(
         f"end to end: {rate:,.0f} turns/s ({cpu:.2f} ms CPU a turn), bare {bare:,.0f}/s"
-        f" ({bare_cpu:.2f} ms), {frames} frames per turn"
+        f" ({bare_cpu:.2f} ms), {frames} frames per turn; ratio {ratio(rate, bare)}"
+        f" (CPU {ratio(bare_cpu, cpu)}, target 0.3)"
+    )
+    adm, done, fan = result["admitted"], result["completed"], result["fanout"]
+    log(
+        f"  submit → admitted p50 {adm['p50_ms']:.1f} / p99 {adm['p99_ms']:.1f} ms (target p99"
+        f" ≤ 20; bare p99 {floor['admitted']['p99_ms']:.1f}); submit → completed p50"
+        f" {done['p50_ms']:.1f} / p99 {done['p99_ms']:.1f} ms; fan-out to 8 clients p99"
+        f" {fan['p99_ms']:.2f} ms (target ≤ 10); load average {os.getloadavg()[0]:.1f}"
     )
     emit(
         BENCH,
