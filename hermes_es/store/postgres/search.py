@@ -39,8 +39,10 @@ if TYPE_CHECKING:
     from hermes_es.queries.search import SearchHit
 
 CANDIDATE_WINDOW = 2000
-SLICED = False
-"""Whether ``candidates`` takes matches slice by slice (else one statement)."""
+SLICED: bool | None = None
+"""Whether ``candidates`` takes matches slice by slice (else one statement); None: slices for
+a query with a pair lexeme or a prefix, one statement for plain words (the cheaper way for each
+at 1,000,000 messages, bench/README.md)."""
 
 
 class PgSearchProjector:
@@ -314,7 +316,7 @@ def candidates(
     size: int,
     *,
     first_slice: int = FIRST_SLICE,
-    sliced: bool = SLICED,
+    sliced: bool | None = SLICED,
 ) -> list[tuple[float, int]]:
     """(score, message id) of the ``size`` most recent matches below ``below``, best first.
 
@@ -339,6 +341,8 @@ def candidates(
     Without ``sliced`` it is one statement, as the planner plans it (``_one_statement``).
     Only the newest ``size`` matches are scored (``ts_rank``).
     """
+    if sliced is None:
+        sliced = _MARKER[:2] in query.match or ":*" in query.match
     if not sliced:
         return _one_statement(conn, query, below, size)
     first = _first(conn, query, below, size, first_slice)
@@ -379,7 +383,7 @@ def search_messages(
     params: list[object],
     window: int = CANDIDATE_WINDOW,
     first_slice: int = FIRST_SLICE,
-    sliced: bool = SLICED,
+    sliced: bool | None = SLICED,
 ) -> list[SearchHit]:
     """Messages matching ``query``, best ``ts_rank`` first (``where``: the caller's filters)."""
     from hermes_es.queries.search import hits_from
