@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import emit, log, machine_info, ratio
+from bench.common import emit, log, machine_info, postgres_url, ratio
 
 BENCH = "team_gateway"
 ROOT = Path(__file__).resolve().parent.parent
@@ -188,18 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.rounds = 3
     emit(BENCH, "machine", **machine_info())
-    server = None
-    if args.url:
-        url = args.url
-    else:
-        sys.path.insert(0, str(ROOT))
-        from tests.pg_server import PgServer
-
-        server = PgServer()
-        log("starting a temporary PostgreSQL cluster")
-        server.start()
-        url = server.database()
-    try:
+    with postgres_url(args.url) as url:
         floor = bench_floor(url, args.rounds)
         emit(
             BENCH,
@@ -225,9 +214,6 @@ def main(argv: list[str] | None = None) -> int:
             ratio_to_floor=ratio(median, statistics.median(floor)),
             target_s=5.0,
         )
-    finally:
-        if server is not None:
-            server.stop()
     return 0
 
 

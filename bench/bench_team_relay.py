@@ -27,15 +27,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import emit, log, machine_info, ratio
+from bench.common import emit, machine_info, percentile, postgres_url, ratio
 
 BENCH = "team_relay"
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -173,18 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.turns = 3
     emit(BENCH, "machine", **machine_info())
-    server = None
-    if args.url:
-        url = args.url
-    else:
-        sys.path.insert(0, str(ROOT))
-        from tests.pg_server import PgServer
-
-        server = PgServer()
-        log("starting a temporary PostgreSQL cluster")
-        server.start()
-        url = server.database()
-    try:
+    with postgres_url(args.url) as url:
         floor = bench_floor(url, args.turns * args.pieces)
         with tempfile.TemporaryDirectory(prefix="hermes-relay-bench-") as tmp:
             delays, bad = bench_relay(url, Path(tmp), args.turns, args.pieces)
@@ -194,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
             "floor_notify",
             unit="ms",
             p50=floor_p50 * 1000,
-            p99=_pct(floor, 0.99) * 1000,
+            p99=percentile(floor, 99) * 1000,
             count=len(floor),
         )
         emit(
@@ -202,15 +186,12 @@ def main(argv: list[str] | None = None) -> int:
             "relay_delay",
             unit="ms",
             p50=statistics.median(delays) * 1000,
-            p99=_pct(delays, 0.99) * 1000,
+            p99=percentile(delays, 99) * 1000,
             items=len(delays),
             out_of_order_or_twice_or_missing=bad,
             ratio_p50_to_floor=ratio(statistics.median(delays), floor_p50),
             note="arrival at the standby's client minus arrival at the owner's client",
         )
-    finally:
-        if server is not None:
-            server.stop()
     return 0
 
 

@@ -18,7 +18,8 @@ import random
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -266,3 +267,21 @@ class TextGen:
         """``n`` messages, lazily."""
         for _ in range(n):
             yield self.message(size)
+
+
+@contextmanager
+def postgres_url(url: str | None) -> Iterator[str]:
+    """``url`` when given; otherwise a temporary PostgreSQL cluster's database, stopped after."""
+    if url:
+        yield url
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.pg_server import PgServer
+
+    server = PgServer()
+    log("starting a temporary PostgreSQL cluster")
+    server.start()
+    try:
+        yield server.database()
+    finally:
+        server.stop()
