@@ -145,7 +145,11 @@ def _crumb(hermes: Hermes, session_id: str) -> None:
         write_breadcrumb(hermes.dir, key, session_id)
 
 
-def _attach(conn: Connection, hermes: Hermes, options: dict[str, Any]) -> dict[str, Any]:
+def _attach(
+    conn: Connection, hermes: Hermes, options: dict[str, Any], create_id: str
+) -> dict[str, Any]:
+    """Resume the picked session, or create one with ``create_id`` (the same id on a retry:
+    a creation the dead gateway committed answers with its session, no second one)."""
     sid = _pick(hermes, options)
     if sid is not None:
         summary: dict[str, Any] = conn.call("session.resume", {"ref": sid})
@@ -157,6 +161,7 @@ def _attach(conn: Connection, hermes: Hermes, options: dict[str, Any]) -> dict[s
                 "title": options.get("title") or "",
                 "workspace": os.getcwd(),
                 "model": options.get("model") or "",
+                "create_id": create_id,
             },
         )
     _crumb(hermes, summary["session_id"])
@@ -172,9 +177,10 @@ def _open(
     from hermes_es.gateway.failover import TAKEOVER_WAIT_S, attach_owner
 
     conn: Connection | None = None
+    create_id = uuid.uuid4().hex
     try:
         conn = handle.connect("cli")
-        return conn, _attach(conn, hermes, options)
+        return conn, _attach(conn, hermes, options, create_id)
     except GatewayError as exc:
         if conn is not None:
             conn.close(wait=2.0)
@@ -184,7 +190,7 @@ def _open(
     err("(that gateway is gone or no longer owns the profile; attaching through the live owner)")
     handle, conn = attach_owner(team, "cli", timeout=TAKEOVER_WAIT_S)
     try:
-        return conn, _attach(conn, hermes, options)
+        return conn, _attach(conn, hermes, options, create_id)
     except BaseException:
         conn.close()
         raise
@@ -295,13 +301,25 @@ def _submit(
     when the connection drops or the gateway no longer owns the profile; the same submission
     id makes every resend answer with the one admission. The connection it was admitted on,
     and the admission."""
+    return _resend(conn, "prompt.submit", params, relink)
+
+
+def _resend(
+    conn: Connection,
+    method: str,
+    params: dict[str, Any],
+    relink: Callable[[], Connection | None],
+) -> tuple[Connection, dict[str, Any]]:
+    """An idempotent call (``prompt.submit`` by its submission id, ``session.create`` by its
+    create id), sent again through ``relink``'s connection as ``_submit`` says; the
+    connection that answered, and the answer."""
     from hermes_es.gateway.failover import TAKEOVER_WAIT_S
 
     deadline = time.monotonic() + 2 * TAKEOVER_WAIT_S
     while True:
         try:
-            admitted: dict[str, Any] = conn.call("prompt.submit", params)
-            return conn, admitted
+            answer: dict[str, Any] = conn.call(method, params)
+            return conn, answer
         except GatewayError as exc:
             if not _retriable(exc) or time.monotonic() >= deadline:
                 raise
@@ -604,14 +622,18 @@ def _repl(conn: Connection, hermes: Hermes, sid: str, *, paused: bool = False) -
                 return
             if name in ("/new", "/reset"):
                 before = sid
-                created = conn.call(
+                relinked: list[bool] = []
+                conn, created = _resend(
+                    conn,
                     "session.create",
                     {
                         "title": arg,
                         "workspace": os.getcwd(),
                         "leave": sid,
                         "parent_kind": "reset" if name == "/reset" else "",
+                        "create_id": uuid.uuid4().hex,
                     },
+                    functools.partial(_relink_screen, hermes, screen, sid, relinked),
                 )
                 sid = created["session_id"]
                 screen.switch(sid)

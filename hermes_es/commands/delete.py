@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 import msgspec
 
 from hermes_es import events as ev
+from hermes_es.commands.create_claims import claim_of_session
 from hermes_es.commands.unit_of_work import Batch, Store
 from hermes_es.errors import InvariantError, SessionNotFoundError
 from hermes_es.projections.purge import indexed_messages, prefer_optimize, purging
@@ -92,8 +93,11 @@ def _check_expected(
 def _remove(batch: Batch, store: Store, session_id: str, reason: str, actor: str) -> Deleted:
     state = batch.load(session_id)
     digest = display_digest(batch, session_id)
+    claim = claim_of_session(batch.conn, session_id)
     store.projections.forget(batch.conn, session_id)
     events = store.recorder._delete_events(batch.conn, session_id)
+    if claim:  # the claim of its create id (commands/create_claims.py) names it: it goes too
+        store.recorder._delete_events(batch.conn, claim)
     batch.states.pop(session_id, None)
     receipt = ev.SessionDeleted(
         at=batch.now,

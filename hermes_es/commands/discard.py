@@ -1,13 +1,15 @@
 """Discarding a session nobody used: a chat opened and left before its first message.
 
 Such a session holds nothing but its start (and end/resume) events: no message, no title, no
-continuation, no delegate. Discarding removes its events and projection rows in one
-transaction and leaves no receipt (there is no content to account for), so ``hermes sessions
-list`` never fills up with empty rows from chats that were opened and closed.
+continuation, no delegate. Discarding removes its events and projection rows (and the claim
+of its create id, if any) in one transaction and leaves no receipt (there is no content to
+account for), so ``hermes sessions list`` never fills up with empty rows from chats that were
+opened and closed.
 """
 
 from __future__ import annotations
 
+from hermes_es.commands.create_claims import claim_of_session
 from hermes_es.commands.unit_of_work import Store
 from hermes_es.queries import lookup
 
@@ -28,7 +30,10 @@ def discard_if_unused(store: Store, session_id: str) -> bool:
             or lookup.delegates_of(batch.conn, session_id)
         ):
             return False
+        claim = claim_of_session(batch.conn, session_id)
         store.projections.forget(batch.conn, session_id)
         store.recorder._delete_events(batch.conn, session_id)
+        if claim:  # its create id's claim goes with it (a retry then makes a new session)
+            store.recorder._delete_events(batch.conn, claim)
         batch.states.pop(session_id, None)
         return True

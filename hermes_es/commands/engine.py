@@ -215,9 +215,22 @@ class SessionEngine:
         parent_id: str = "",
         parent_kind: str = "",
         imported_from: str = "",
+        create_id: str = "",
     ) -> str:
-        """Create a session and return its id."""
+        """Create a session and return its id. ``create_id`` (a client's id for this
+        creation, ``commands.create_claims``) is claimed in the same transaction: a creation
+        whose id is already claimed raises ``CreateClaimedError`` and changes nothing."""
+        from hermes_es.commands import create_claims as claims
+
         with self.store.transaction() as batch:
+            claim = claims.claim_stream(claims.check_create_id(create_id)) if create_id else ""
+            if claim and batch.version_of(claim):
+                raise claims.CreateClaimedError(
+                    f"create id {create_id!r} already made a session",
+                    subject=create_id,
+                    expected=0,
+                    actual=batch.version_of(claim),
+                )
             if session_id:
                 sid = session_id
                 if batch.load(sid).version:
@@ -248,12 +261,22 @@ class SessionEngine:
                 cwd=work,
                 workspace_key=workspace_key(work) if work else "",
                 imported_from=imported_from,
+                create_id=create_id,
             )
             started = events[0]
             assert isinstance(started, ev.SessionStarted)
             if started.title:
                 self._check_title_free(batch, started.title, sid)
             batch.record(sid, events, expected_version=0)
+            if claim:
+                batch.record_other(
+                    claim,
+                    [
+                        ev.SessionCreateClaimed(
+                            at=batch.now, actor=self.actor, create_id=create_id, session_id=sid
+                        )
+                    ],
+                )
         return sid
 
     def get(self, session_id: str) -> SessionState:

@@ -27,6 +27,7 @@ from hermes_es.errors import ConflictError, StoreBusyError, StoreError
 from hermes_es.projections.base import Change
 from hermes_es.projections.catalog import ProjectionSet, ensure_schema
 from hermes_es.projections.fts import register_tokenizer
+from hermes_es.projections.rebuild import is_session_stream
 from hermes_es.store.db import BUSY_TIMEOUT_MS
 from hermes_es.store.recorder import ApswApplicationRecorder, ApswDatastore, translated_errors
 
@@ -275,7 +276,7 @@ class Batch:
         version, topic and payload bytes (``state``, uncompressed) are kept; a session stream
         must continue without a gap."""
         event = ev.decode(topic, state)
-        if not stream.startswith(("prompt:", "receipt:")):
+        if is_session_stream(stream):  # not prompt:, receipt: or gateway: (epochs, claims)
             folded = self.load(stream)
             if version != folded.version + 1:
                 raise ConflictError(

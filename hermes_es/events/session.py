@@ -48,6 +48,9 @@ class SessionStarted(Event, frozen=True, kw_only=True):
     """Initial title (``/new NAME``), empty when none."""
     imported_from: str = ""
     """Origin of an imported session (backup file or migrated store)."""
+    create_id: str = ""
+    """The client's create id (``session.create``'s ``create_id``), empty when none: its
+    claim lives on the ``gateway:create:<create_id>`` stream."""
 
 
 @register
@@ -102,6 +105,19 @@ class ReasoningChanged(Event, frozen=True, kw_only=True):
     topic: ClassVar[str] = "hermes.session.reasoning_changed"
     level: str
     """none | low | medium | high."""
+
+
+@register
+class SessionCreateClaimed(Event, frozen=True, kw_only=True):
+    """A ``session.create`` with a client's create id made a session (on the
+    ``gateway:create:<create_id>`` stream, not a session's): the same id again answers with
+    that session instead of making another."""
+
+    topic: ClassVar[str] = "hermes.gateway.create_claimed"
+    create_id: str
+    """The client's create id."""
+    session_id: str
+    """The session it made."""
 
 
 @register

@@ -653,6 +653,11 @@ class SessionAuthority:
             raise RpcError(p.INVALID_PARAMS, "parent_id needs parent_kind (at $.parent_kind)")
         for named in {parent, leave} - {""}:
             self._own(client, named)
+        create_id = params.create_id
+        if create_id:
+            again = self._created_before(client, create_id, leave)
+            if again is not None:
+                return again
         # Left as embedded mode leaves it: ended ``new_session`` (not while a turn runs or
         # waits in it); a ``/new`` also drops it when this connection made it and it is unused.
         end_it = bool(leave) and not self._busy(leave)
@@ -670,12 +675,23 @@ class SessionAuthority:
                 user_id=client.principal.key,
                 parent_id=parent,
                 parent_kind=kind,
+                create_id=create_id,
             )
             if end_it and not engine.get(leave).ended:
                 engine.end_session(leave, "new_session")
             return sid, drop_it and discard_if_unused(engine.store, leave)
 
-        sid, dropped = await self.write(run, alone=drop_it)
+        try:
+            sid, dropped = await self.write(run, alone=drop_it)
+        except RpcError as exc:
+            # another creation with this id committed first (a retry racing its original,
+            # maybe on another gateway of the team): answer with its session
+            if not create_id or not isinstance(exc.__cause__, ConflictError):
+                raise
+            again = self._created_before(client, create_id, leave)
+            if again is None:
+                raise
+            return again
         client.created.add(sid)
         if leave:
             self.detach(client, leave, dropped=False)
@@ -685,7 +701,45 @@ class SessionAuthority:
             else:
                 self.publish(leave)
         after = self.attach(client, sid)
-        return {**self._summary(sid, after), "left": leave, "left_removed": dropped}
+        return {
+            **self._summary(sid, after),
+            "left": leave,
+            "left_removed": dropped,
+            "duplicate": False,
+        }
+
+    def _created_before(self, client: Client, create_id: str, leave: str) -> dict[str, Any] | None:
+        """``session.create`` again with a create id that already made a session: that
+        session, attached (None: the id made nothing yet). What the first creation did to
+        ``leave`` was done in its transaction; here the connection only detaches from it."""
+        from hermes_es.commands.create_claims import check_create_id, claim_of
+
+        try:
+            check_create_id(create_id)
+        except ValidationError as exc:
+            raise RpcError(p.INVALID_PARAMS, exc.message) from exc
+        claim = claim_of(self._read(), create_id)
+        if claim is None:
+            return None
+        sid, actor = claim
+        if actor != client.principal.key:
+            raise RpcError(
+                p.REFUSED,
+                f"create id {create_id!r} was used by another identity; pick a fresh one",
+                create_id=create_id,
+            )
+        if q.head(self._read(), sid) is None:
+            raise RpcError(p.NOT_FOUND, f"session {sid} made by create id {create_id!r} is gone")
+        client.created.add(sid)
+        if leave and leave != sid:
+            self.detach(client, leave, dropped=False)
+        after = self.attach(client, sid)
+        return {
+            **self._summary(sid, after),
+            "left": leave,
+            "left_removed": False,
+            "duplicate": True,
+        }
 
     async def resume(self, client: Client, params: p.ResumeParams) -> dict[str, Any]:
         """``session.resume``: by id, prefix, title, latest, or latest of a workspace."""

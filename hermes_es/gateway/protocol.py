@@ -91,6 +91,9 @@ class CreateParams(msgspec.Struct, frozen=True, kw_only=True):
     """The session the client leaves (``/new``, ``/reset``): ended ``new_session`` once the new
     one exists (unless a turn runs or waits in it) and detached; without a parent link it is
     removed when this connection created it and nothing was said in it."""
+    create_id: str = ""
+    """The client's id for this creation: the same id again (a retry after a dropped
+    connection or a takeover) answers with the session it made, ``duplicate: true``."""
 
 
 class ResumeParams(msgspec.Struct, frozen=True, kw_only=True):

@@ -62,6 +62,7 @@ SAMPLES: list[ev.Event] = [
     ev.StoredPromptCleared(at=1.0),
     ev.ToolsPinned(at=1.0, tools=["a", "b"]),
     ev.GatewayEpochBegan(at=1.0, epoch=1, instance_id="i1", pid=42),
+    ev.SessionCreateClaimed(at=1.0, create_id="c1", session_id="20250305_091523_a1b2c3"),
     ev.TurnAdmitted(at=1.0, turn=1, submission_id="s1", client_kind="cli", text="hi"),
     ev.TurnStarted(at=1.0, turn=1, epoch=1),
     ev.TurnFinished(at=1.0, turn=1, outcome="completed", seqs=[0, 1]),
