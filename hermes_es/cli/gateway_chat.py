@@ -440,6 +440,10 @@ class _Screen:
         """Submission ids this terminal sent (its own admissions are not echoed back: the
         admitted event may arrive before the answer that names the turn)."""
         self.renderers: dict[int, StreamRenderer] = {}
+        self.echoed: set[int] = set()
+        """Turns whose stored reply was shown before any of it streamed (on a standby the
+        owner's relayed items may come after the stored reply): their late items are not
+        drawn again."""
         self.running = 0
         """The session's running turn (turns of a session run one at a time)."""
         self.last_sequence = 0
@@ -466,6 +470,7 @@ class _Screen:
             self.running = 0
             self.last_sequence = 0
             self.renderers.clear()
+            self.echoed.clear()
             self.done.clear()
             self.mine.clear()
             self.submissions.clear()
@@ -485,8 +490,9 @@ class _Screen:
             return
         if method == "turn.stream":
             event = stream_event(params.get("item"))
-            if event is not None:
-                self.renderer(int(params.get("turn", 0)))(event)
+            turn = int(params.get("turn", 0))
+            if event is not None and turn not in self.echoed:
+                self.renderer(turn)(event)
             return
         if method != "session.event":
             return
@@ -507,6 +513,7 @@ class _Screen:
         for role, text in _message_texts(params):
             if role == "assistant" and text.strip() and not (drawn and drawn.drew_reply):
                 echo(text)
+                self.echoed.add(self.running)
         if kind in ("hermes.turn.finished", "hermes.turn.unknown"):
             turn = int(event.get("turn", 0))
             finished = self.renderers.pop(turn, None)
@@ -518,9 +525,11 @@ class _Screen:
                 with self.lock:
                     self.unknown.add(turn)
                 err(
-                    f"⚠ turn {turn} is unknown: the gateway running it stopped (its model call"
-                    " or tools may have run). The message is kept, not sent again; /discard"
-                    " resolves it and queued messages run then"
+                    f"⚠ turn {turn} is unknown: the gateway running it stopped before it"
+                    " finished (its model call or tools may have run; no answer was stored)."
+                    " Your message is kept and is not sent again. /discard resolves it (or:"
+                    f" hermes sessions resolve {self.sid} --discard) and messages queued behind"
+                    f" it run then; the session stays resumable: hermes --resume {self.sid}"
                 )
             self.waiter(turn).set()
 
