@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from hermes_es.cli.gateway_chat import _resend
 from hermes_es.gateway import protocol as p
 from hermes_es.gateway.client import Connection, GatewayError
 from hermes_es.gateway.failover import connect_owner
@@ -69,9 +70,9 @@ def test_create_sent_again_after_a_takeover_returns_the_same_session(
 ) -> None:
     """On a team (two gateways, one PostgreSQL database): one create id sent at once to the
     owner and to the standby makes one session (one answer is the duplicate); a create made on
-    the owner and sent again with its id to the standby after the owner is SIGKILLed (the
-    standby took over) answers with that session, attached and usable, and no extra session
-    exists."""
+    the owner and sent again with its id by the CLI's resend after the owner is SIGKILLed
+    (its connection dropped; the standby took over) answers with that session, attached and
+    usable, and no extra session exists."""
     home_a, home_b = (
         _host(tmp_path, "host-a", slow_model, pg_url),
         _host(tmp_path, "host-b", slow_model, pg_url),
@@ -104,13 +105,19 @@ def test_create_sent_again_after_a_takeover_returns_the_same_session(
         assert answers["a"]["session_id"] == answers["b"]["session_id"]
         assert sorted([answers["a"]["duplicate"], answers["b"]["duplicate"]]) == [False, True]
 
-        made = conn_a.call("session.create", {"title": "before the kill", "create_id": "k1"})
+        params = {"title": "before the kill", "create_id": "k1"}
+        made = conn_a.call("session.create", params)
         sid = made["session_id"]
         gw_a.kill9()
-        _wait_role(home_b, "owner", 15.0)
-        conn = connect_owner([home_a, home_b], timeout=10)
-        opened.append(conn)
-        again = conn.call("session.create", {"title": "before the kill", "create_id": "k1"})
+
+        def relink() -> Connection | None:
+            again = connect_owner([home_a, home_b], timeout=10)
+            opened.append(again)
+            return again
+
+        # the CLI's resend: the dead owner's connection drops, the live owner answers
+        conn, again = _resend(conn_a, "session.create", params, relink)
+        assert conn is not conn_a and _wait_role(home_b, "owner", 1.0) >= 0
         assert again["session_id"] == sid and again["duplicate"] is True
         assert again["title"] == "before the kill"
         assert _sessions(conn) == sorted([sid, answers["a"]["session_id"]])
