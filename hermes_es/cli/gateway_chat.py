@@ -579,7 +579,8 @@ def _reconnect(hermes: Hermes, screen: _Screen, sid: str) -> tuple[Connection, b
     if unknown and not set(unknown) & screen.unknown:  # (the replay has not said it)
         err(
             f"⚠ turn {unknown[0]} is unknown (its gateway stopped while it ran): your message is"
-            " kept; /discard resolves it and queued messages run then"
+            " kept and is not sent again. /discard resolves it (or: hermes sessions resolve"
+            f" {sid} --discard) and queued messages run then"
         )
     return conn, bool(unknown)
 

@@ -36,3 +36,24 @@ def test_gateway_streams_copy_to_postgres_and_back_and_verify(tmp_path: Path, pg
             assert [str(r[0]) for r in conn.execute("SELECT id FROM sessions")] == [sid]
             assert claim_of(conn, "c1") == (sid, "test")
             assert log_digest(conn) == digest
+
+
+def test_gateway_streams_bulk_copy_verifies(tmp_path: Path, pg_url: str) -> None:
+    """``copy-store --bulk`` into an empty PostgreSQL database: the epochs and the create claim
+    are copied, the target verifies and lists only the session."""
+    source = tmp_path / "source.db"
+    with SessionEngine.open(source, actor="test") as eng:
+        turns.begin_epoch(eng, "default", instance_id="i1", pid=1)
+        sid = eng.start_session("cli", create_id="c1", cwd=str(tmp_path))
+        eng.append_message(sid, "user", "bulk copied with its claim")
+        digest = log_digest(eng.store.connection())
+    result = CliRunner().invoke(
+        cli, ["sessions", "copy-store", str(source), pg_url, "--bulk", "--verify"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "target verified" in result.output
+    with SessionEngine.open(pg_url) as eng:
+        conn = eng.store.connection()
+        assert [str(r[0]) for r in conn.execute("SELECT id FROM sessions")] == [sid]
+        assert claim_of(conn, "c1") == (sid, "test")
+        assert log_digest(conn) == digest
