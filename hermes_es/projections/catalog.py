@@ -25,7 +25,7 @@ from hermes_es.store.schema import EVENTS_SCHEMA
 TRACKING_NAME = "projections"
 """Reader name under which the projections' log position is tracked."""
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 """Projection layout: 1 first; 2 head state in the sessions row; 3 FTS prefix index (2, 3);
 4 platform, chat_id, model_config, launch_flags columns in sessions (docs/schema.md);
 5 messages keep reasoning_content and token_count; 6 ``sessions_last_active`` index
@@ -36,7 +36,9 @@ index only for client-supplied uids; 9 ``turn_work`` (sessions with gateway turn
 and the ``sessions_open`` index, so a gateway's start-up reads neither every head nor every
 row (built from the heads once, no replay); 10 ``messages_seq`` dropped: rows in their place
 (ord = seq) are found by (session, seq) through ``messages_ord``, the moved ones through the
-partial ``messages_moved`` index (an index swap, no replay)."""
+partial ``messages_moved`` index (an index swap, no replay); 11 identifier tokens in the
+full-text index (``projections/fts.py``, ``with_identifiers``: FTS5 re-reads the message text
+once, no replay)."""
 
 
 def _add_indexes(conn: apsw.Connection) -> None:
@@ -70,11 +72,19 @@ def _drop_seq_index(conn: apsw.Connection) -> None:
     _add_indexes(conn)
 
 
+def _reindex_fts(conn: apsw.Connection) -> None:
+    """Layout 11: the full-text index gained identifier tokens; FTS5's ``rebuild`` indexes
+    every message row's text again (read from the log through the ``messages`` view, the rows
+    the index already covered), no replay of the projections."""
+    conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')")
+
+
 UPGRADES: dict[int, Callable[[apsw.Connection], None]] = {
     5: _add_indexes,
     6: _reencode_heads,
     8: _add_turn_work,
     9: _drop_seq_index,
+    10: _reindex_fts,
 }
 """Layout upgrades that need no replay: from the key's version to the next one."""
 

@@ -11,9 +11,10 @@ through ``unicode61`` untouched: ASCII text costs one ``isascii()`` check, other
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Callable, Iterable
-from typing import cast
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, cast
 
 import apsw
 
@@ -125,9 +126,15 @@ def _split_tokens(
 
 
 def make_tokenizer(base: apsw.FTS5Tokenizer) -> Tokenizer:
-    """Wrap a ``unicode61`` tokenizer so CJK characters become one token each."""
+    """Wrap a ``unicode61`` tokenizer so CJK characters become one token each.
+
+    In query mode a text that starts with ``IDENTIFIER_MARK`` is one token as it is (an
+    identifier token, ``joined_text``); the search builds those, a user's text never holds the
+    mark (``queries/fts_query.py`` turns control characters into spaces)."""
 
     def tokenize(utf8: bytes, flags: int, locale: str | None) -> list[Token]:
+        if utf8[:1] == _MARK and flags & apsw.FTS5_TOKENIZE_QUERY:
+            return [(0, len(utf8), utf8.decode("utf-8", errors="replace"))]
         tokens = _base_tokens(base, utf8, flags, locale)
         if utf8.isascii():
             return tokens
@@ -136,10 +143,106 @@ def make_tokenizer(base: apsw.FTS5Tokenizer) -> Tokenizer:
     return tokenize
 
 
+IDENTIFIER_MARK = "\x1f"
+"""First character of an identifier token (``joined_text``): never in a ``unicode61`` token,
+so an identifier token equals no word and no word's prefix."""
+_MARK = IDENTIFIER_MARK.encode()
+IDENTIFIER_CHARS = 48
+"""Longest identifier token, in characters after the mark (a longer run is cut there; a query
+longer than this is matched as a phrase of its tokens instead)."""
+_SPACE = frozenset(b" \t\n\r\x0b\x0c")
+_CLASSES = bytes(
+    97 if chr(i).isascii() and chr(i).isalnum() else 32 if chr(i) in " \t\n\r\x0b\x0c" else 46
+    for i in range(256)
+)
+"""Every byte as ``a`` (an ASCII letter or digit), `` `` (ASCII space) or ``.`` (anything else):
+an ASCII text with no ``a.a``, ``a..a`` or ``a...a`` in it has no run (a check that costs
+about a tenth of tokenizing the text)."""
+JOINER_BYTES = 3
+"""Longest text between two tokens of one run (UTF-8 bytes, no space): ``_``, ``.``, ``://``."""
+
+
+def joined_text(utf8: bytes, tokens: Sequence[Token], limit: int | None = IDENTIFIER_CHARS) -> str:
+    """The identifier token of ``tokens`` (adjacent tokens of one run, in order): each token as
+    the index holds it, the text between them as written, after ``IDENTIFIER_MARK``; cut at
+    ``limit`` characters after the mark (None: whole)."""
+    parts = [tokens[0][2]]
+    size = len(parts[0])
+    for prev, token in itertools.pairwise(tokens):
+        if limit is not None and size >= limit:
+            break
+        gap = utf8[prev[1] : token[0]].decode("utf-8", errors="replace")
+        parts += (gap, token[2])
+        size += len(gap) + len(token[2])
+    text = "".join(parts)
+    return IDENTIFIER_MARK + (text if limit is None else text[:limit])
+
+
+def _joined(utf8: bytes, end: int, start: int) -> bool:
+    """Tell whether the text between two tokens (``end`` of one, ``start`` of the next) is
+    1 to ``JOINER_BYTES`` bytes with no space (one run)."""
+    if start - end == 1:
+        return utf8[end] not in _SPACE
+    gap = utf8[end:start]
+    if not gap or len(gap) > JOINER_BYTES or not _SPACE.isdisjoint(gap):
+        return False
+    return gap.isascii() or not any(ch.isspace() for ch in gap.decode("utf-8", errors="replace"))
+
+
+def _may_have_runs(utf8: bytes) -> bool:
+    if not utf8.isascii():
+        return True
+    classes = utf8.translate(_CLASSES)
+    return b"a.a" in classes or b"a..a" in classes or b"a...a" in classes
+
+
+def runs(utf8: bytes, tokens: Sequence[Token]) -> list[tuple[int, int]]:
+    """(first, end) token index ranges of the runs of two or more tokens joined by punctuation
+    (``snake_case``, ``v1.2.3``, ``src/main.py``, ``a@b.com``; ``_joined``): what identifier
+    tokens cover."""
+    found: list[tuple[int, int]] = []
+    if len(tokens) < 2 or not _may_have_runs(utf8):
+        return found
+    first = 0
+    for i in range(1, len(tokens)):
+        if not _joined(utf8, tokens[i - 1][1], tokens[i][0]):
+            if i - first >= 2:
+                found.append((first, i))
+            first = i
+    if len(tokens) - first >= 2:
+        found.append((first, len(tokens)))
+    return found
+
+
+def with_identifiers(utf8: bytes, tokens: list[Token]) -> list[Token]:
+    """``tokens`` with an identifier token colocated at each token of a run that another token
+    of the run follows: the run's text from that token on (``joined_text``). An identifier
+    query matches the identifier token it starts as a prefix (``queries/identifiers.py``)."""
+    spans = runs(utf8, tokens)
+    if not spans:
+        return tokens
+    out: list[Any] = list(tokens)
+    for first, end in spans:
+        for i in range(first, end - 1):
+            out[i] = (*tokens[i], joined_text(utf8, tokens[i:end]))
+    return cast(list[Token], out)
+
+
 def _factory(connection: apsw.Connection, args: list[str]) -> Tokenizer:
-    """Build a ``hermes`` tokenizer; extra ``tokenize=`` arguments go to ``unicode61``."""
+    """Build a ``hermes`` tokenizer; extra ``tokenize=`` arguments go to ``unicode61``.
+
+    Indexing (document mode) adds the identifier tokens (``with_identifiers``); queries and
+    the read side's own calls (snippets, ``queries/tokens.py``) get the plain tokens."""
     base = connection.fts5_tokenizer(BASE_TOKENIZER, [*BASE_ARGS, *args])
-    return make_tokenizer(base)
+    plain = make_tokenizer(base)
+
+    def tokenize(utf8: bytes, flags: int, locale: str | None) -> list[Token]:
+        tokens = plain(utf8, flags, locale)
+        if flags & apsw.FTS5_TOKENIZE_DOCUMENT and len(tokens) > 1:
+            return with_identifiers(utf8, tokens)
+        return tokens
+
+    return tokenize
 
 
 def register_tokenizer(conn: apsw.Connection) -> None:

@@ -93,7 +93,7 @@ def _plan_terms(conn: apsw.Connection, terms: Sequence[Term]) -> list[_Term]:
             longer = [first + c for c in _PREFIX_EXPANSION] + others
             out.append(_Term([f'"{first}"'] + [f'"{p}"*' for p in longer], True))
         else:
-            out.append(_Term([term.to_fts()], len(tokens) == 1))
+            out.append(_Term([term.to_fts()], len(tokens) == 1 or bool(term.identifier)))
     return out
 
 
@@ -287,19 +287,24 @@ class Candidates:
         self.tokens = 0
         self.idfs: list[float] | None = None
 
-    def page(self, below: int | None, size: int) -> list[tuple[float, int]]:
-        """(bm25, rowid) of the ``size`` most recent matches older than row id ``below``."""
+    def page(
+        self, below: int | None, size: int, floor: int | None = None
+    ) -> list[tuple[float, int]]:
+        """(bm25, rowid) of the ``size`` most recent matches older than row id ``below`` and
+        not older than ``floor`` (the first page: ``self.floor``)."""
         sql = (
             "SELECT hermes_frequencies(messages_fts), rowid FROM messages_fts"
             " WHERE messages_fts MATCH ?"
         )
         args: list[object] = [self.match]
-        if below is not None:
+        if below is None:
+            floor = self.floor
+        else:
             sql += " AND rowid < ?"
             args.append(below)
-        elif self.floor is not None:
+        if floor is not None:
             sql += " AND rowid >= ?"
-            args.append(self.floor)
+            args.append(floor)
         sql += " ORDER BY rowid DESC LIMIT ?"
         args.append(size)
         self.freq.configure(self.sizes)
@@ -309,8 +314,10 @@ class Candidates:
         if not self.rows:
             self.rows, self.tokens = self.freq.rows, self.freq.tokens
         if self.idfs is None:
-            complete = below is None and self.floor is None and len(raw) < size
-            self.idfs = self._idfs(len(raw), raw[-1][1], complete, size)
+            complete = below is None and floor is None and len(raw) < size
+            # Every match from the floor up was read: the span starts at the floor.
+            oldest = floor if floor is not None and len(raw) < size else raw[-1][1]
+            self.idfs = self._idfs(len(raw), oldest, complete, size)
         avgdl = self.tokens / self.rows
         if len(self.idfs) == 1:
             return _one_term_scores(cast(list[tuple[int, int]], raw), self.idfs[0], avgdl)

@@ -24,9 +24,17 @@ class Term:
 
     text: str
     prefix: bool = False
+    quoted: bool = False
+    """Typed in double quotes (an exact phrase: never an identifier prefix)."""
+    identifier: str = ""
+    """The identifier token the term matches as a prefix, when the SQLite search made it one
+    (``queries/identifiers.py``); empty: the term is matched as its phrase."""
 
     def to_fts(self) -> str:
-        """Render the term as a quoted FTS5 phrase, with ``*`` when it is a prefix."""
+        """Render the term as a quoted FTS5 phrase, with ``*`` when it is a prefix (an
+        identifier term: its identifier token, always a prefix)."""
+        if self.identifier:
+            return '"' + self.identifier.replace('"', '""') + '"*'
         quoted = '"' + self.text.replace('"', '""') + '"'
         return quoted + "*" if self.prefix else quoted
 
@@ -67,7 +75,7 @@ def _scan(text: str) -> list[Term]:
             prefix = close >= 0 and i < n and text[i] == "*"
             while i < n and text[i] == "*":
                 i += 1
-            terms.append(Term(phrase, prefix=prefix))
+            terms.append(Term(phrase, prefix=prefix, quoted=True))
         else:
             start = i
             while i < n and not text[i].isspace() and text[i] != '"':

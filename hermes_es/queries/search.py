@@ -31,6 +31,7 @@ import msgspec
 
 from hermes_es.queries.bm25 import Candidates
 from hermes_es.queries.fts_query import Term, parse_terms
+from hermes_es.queries.identifiers import identifier_terms
 from hermes_es.queries.listing import DEFAULT_HIDDEN_SOURCES
 from hermes_es.queries.search_plan import FusedPlan, fused_plan, window_samples
 from hermes_es.queries.snippets import SNIPPET_CLOSE, SNIPPET_OPEN, Highlighter
@@ -267,12 +268,13 @@ def search_messages(
     terms = parse_terms(query)
     if not terms or limit <= 0:
         return []
-    match = " AND ".join(term.to_fts() for term in terms)
     where, params = _filters(sources, roles, exclude_sources)
     own = getattr(conn, "search_messages", None)
     if own is not None:  # a backend with its own full-text index (PostgreSQL)
         hits: list[SearchHit] = own(query, limit=limit, where=where, params=params)
         return hits
+    terms = identifier_terms(conn, terms)
+    match = " AND ".join(term.to_fts() for term in terms)
     if plan == "full":
         return _ranked(conn, match, None, limit, where, params)
     if plan not in PLANS:
@@ -297,16 +299,19 @@ def search_messages(
     candidates = Candidates(conn, query, terms, counted, samples)
     pool: list[tuple[float, int]] = []
     below: int | None = None
+    floor = candidates.floor
+    reach = samples.size if samples is not None else 0
     size = window
     while True:
-        batch = candidates.page(below, size)
+        batch = candidates.page(below, size, floor)
         pool = sorted([*pool, *batch])
         hits = hits_from(conn, query, pool, limit, where, params, terms)
-        floored = below is None and candidates.floor is not None
-        if len(hits) >= limit or (len(batch) < size and not floored):
+        if len(hits) >= limit or (len(batch) < size and floor is None):
             return hits
-        if floored and len(batch) < size:  # every match from the floor up is in the pool
-            below = candidates.floor
+        if floor is not None and len(batch) < size:  # every match from the floor up is read
+            below = floor
+            reach *= 8  # the next page: the rarest term's next (8 times more) matches
+            floor = samples.next_floor(conn, below, reach) if samples is not None else None
         else:
             below = min(rowid for _, rowid in batch)
         size *= 8

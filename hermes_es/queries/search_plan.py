@@ -13,9 +13,10 @@ window plan's statistics would be exact anyway, both give the same scores, so FT
   5,000,000 messages would take longer than the window plan) and one of them has fewer than
   ``SAMPLE`` (so the intersection's walk seeks at most that many rows:
   ``queries/term_sample.py``);
-* a one-word query (one token, no prefix) with fewer than ``COUNT_CAP`` matches: the window
-  plan counts such a term exactly for its idf, so ``bm25()`` over the newest ``window``
-  matches gives the same scores for the same candidates.
+* a one-word query (one token, no prefix) or one identifier (``queries/identifiers.py``: a
+  prefix of identifier tokens, no positions to check) with fewer than ``COUNT_CAP`` matches:
+  the window plan counts such a term exactly for its idf, so ``bm25()`` over the newest
+  ``window`` matches gives the same scores for the same candidates.
 
 The count and the ranking are one statement (``FusedPlan``, ``queries/search.py``): its first
 part walks the newest matches up to the cap, and FTS5 ranks only when the count passes the gate
@@ -139,13 +140,14 @@ def fused_plan(
 ) -> tuple[FusedPlan | None, TermSamples | None]:
     """The fused statement's counts for ``terms`` (None: the window plan must score), and the
     terms' samples on a big index (``queries/term_sample.py``)."""
-    if not terms or any(t.prefix for t in terms):
+    if not terms or any(t.prefix and not t.identifier for t in terms):
         return None, None
     cap = bm25.COUNT_CAP
-    if len(terms) == 1 and _one_token(conn, terms[0]) and cap > window:
+    one = len(terms) == 1 and (bool(terms[0].identifier) or _one_token(conn, terms[0]))
+    if one and cap > window:  # a word, or an identifier (one prefix token: no positions)
         return FusedPlan(cap, cap - 1, window, True, None), None
     if len(terms) == 1:  # a phrase: bm25()'s count of its matches costs more than it saves
-        return None, None
+        return None, window_samples(conn, terms)
     samples = window_samples(conn, terms)
     if samples is not None and (
         sum(samples.estimates) > FULL_COUNT_CAP or samples.floor is not None
@@ -179,7 +181,16 @@ def exact_pool(
 
 def window_samples(conn: apsw.Connection, terms: Sequence[Term]) -> TermSamples | None:
     """Each term's newest ``SAMPLE`` matches on an index of more than ``FULL_COUNT_CAP`` rows
-    (``queries/term_sample.py``); None for one term, a prefix term or a smaller index."""
-    if len(terms) < 2 or any(t.prefix for t in terms):
+    (``queries/term_sample.py``); for one phrase, each of its words' (its matches are among
+    theirs: the floor bounds its walk the same way). None for one word, a prefix term or a
+    smaller index."""
+    if any(t.prefix and not t.identifier for t in terms):
         return None
+    if len(terms) == 1 and terms[0].identifier:
+        return None
+    if len(terms) == 1:
+        text = terms[0].text.encode("utf-8")
+        words = [t[2] for t in text_tokenizer(conn)(text, apsw.FTS5_TOKENIZE_QUERY, None)]
+        exprs = ['"' + w.replace('"', '""') + '"' for w in dict.fromkeys(words)]
+        return sample_terms(conn, exprs, SAMPLE, FULL_COUNT_CAP)
     return sample_terms(conn, [t.to_fts() for t in terms], SAMPLE, FULL_COUNT_CAP)

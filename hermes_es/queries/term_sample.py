@@ -34,6 +34,10 @@ _NEWEST = (
     "SELECT count(*), min(rowid) FROM (SELECT rowid FROM messages_fts"
     " WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT ?)"
 )
+_OLDER = (
+    "SELECT count(*), min(rowid) FROM (SELECT rowid FROM messages_fts"
+    " WHERE messages_fts MATCH ? AND rowid < ? ORDER BY rowid DESC LIMIT ?)"
+)
 _SPAN = (
     "SELECT (SELECT min(id) FROM messages_fts_docsize), (SELECT max(id) FROM messages_fts_docsize)"
 )
@@ -63,11 +67,18 @@ class TermSamples:
     """Per term (in query order): matches among its newest ``size``, their oldest row id."""
 
     def __init__(
-        self, rows: int, size: int, found: list[tuple[int, int]], span: tuple[int, int]
+        self,
+        rows: int,
+        size: int,
+        found: list[tuple[int, int]],
+        span: tuple[int, int],
+        exprs: Sequence[str] = (),
     ) -> None:
         self.rows = rows
         self.size = size
         self.found = found
+        self.exprs = list(exprs)
+        """The FTS5 expression of each term (``next_floor`` walks the rarest one)."""
         low, high = span
         self.estimates = [self._estimate(n, oldest, low, high) for n, oldest in found]
         """Each term's match count: exact when below ``size``, else estimated."""
@@ -75,6 +86,16 @@ class TermSamples:
         self.floor: int | None = min(oldest for _, oldest in found) if full and found else None
         """The oldest of the rarest term's newest ``size`` matches (None: some term has
         fewer, so a walk of the whole intersection already reads at most ``size`` of its)."""
+
+    def next_floor(self, conn: apsw.Connection, below: int, reach: int) -> int | None:
+        """The oldest of the rarest term's newest ``reach`` matches below row id ``below``
+        (the next page's floor; None: it has fewer there, so a walk without a floor reads at
+        most ``reach`` of its rows)."""
+        if not self.exprs or self.floor is None:
+            return None
+        rarest = min(range(len(self.found)), key=lambda i: self.found[i][1])
+        n, oldest = conn.execute(_OLDER, (self.exprs[rarest], below, reach)).fetchone()
+        return int(oldest) if int(n) >= reach else None
 
     def _estimate(self, found: int, oldest: int, low: int, high: int) -> float:
         if found < self.size:
@@ -99,4 +120,4 @@ def sample_terms(
     low, high = conn.execute(_SPAN).fetchone()
     if low is None or high is None:
         return None
-    return TermSamples(rows, size, found, (int(low), int(high)))
+    return TermSamples(rows, size, found, (int(low), int(high)), exprs)

@@ -198,7 +198,7 @@ def test_tokenizer_offsets_are_ordered_and_exact(text: str) -> None:
     utf8 = text.encode("utf-8", "surrogatepass")
     result = conn.fts5_tokenizer(TOKENIZER_NAME)(utf8, apsw.FTS5_TOKENIZE_DOCUMENT, None)
     previous_end = 0
-    for start, end, token in cast(list[tuple[int, int, str]], result):
+    for start, end, token, *_ in cast(list[tuple[int, int, str]], result):
         assert previous_end <= start < end <= len(utf8)
         if contains_cjk(token):
             assert utf8[start:end].decode("utf-8") == token
@@ -209,7 +209,7 @@ def test_query_time_tokenization_matches_document(db: apsw.Connection) -> None:
     """Query and prefix-query tokenization give the same tokens as document tokenization."""
     tok = db.fts5_tokenizer(TOKENIZER_NAME)
     utf8 = "検索エンジン search-engine".encode()
-    doc = list(tok(utf8, apsw.FTS5_TOKENIZE_DOCUMENT, None))
+    doc = [t[:3] for t in tok(utf8, apsw.FTS5_TOKENIZE_DOCUMENT, None)]  # less identifiers
     query = list(tok(utf8, apsw.FTS5_TOKENIZE_QUERY, None))
     prefix = list(tok(utf8, apsw.FTS5_TOKENIZE_QUERY | apsw.FTS5_TOKENIZE_PREFIX, None))
     assert doc == query == prefix

@@ -225,3 +225,40 @@ def test_the_window_plan_registers_its_function_once(corpus: apsw.Connection) ->
     assert pages[0] == pages[2] and pages[0] != pages[1]
     alone = bm25.Candidates(corpus, "w1 w9").page(None, 60)
     assert pages[0] == alone
+
+
+def test_a_phrase_is_floored_by_its_rarest_word(
+    corpus: apsw.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a big index one phrase's first page reads only rows from its rarest word's newest
+    SAMPLE matches up, the next page from that word's next 8 x SAMPLE; the bounded plan equals
+    the window plan, and a large limit still finds every match of the phrase."""
+    monkeypatch.setattr(search_plan, "FULL_COUNT_CAP", 300)
+    monkeypatch.setattr(search_plan, "SAMPLE", 40)
+    samples = search_plan.window_samples(corpus, parse_terms('"w4 w5"'))
+    assert samples is not None and samples.floor is not None
+    newest = {
+        w: [
+            int(r[0])
+            for r in corpus.execute(
+                "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? ORDER BY rowid DESC",
+                (f'"{w}"',),
+            )
+        ]
+        for w in ("w4", "w5")
+    }
+    rarer = min(newest.values(), key=lambda rows: rows[39])  # its newest 40 reach furthest
+    assert samples.floor == rarer[39]
+    older = [r for r in rarer if r < samples.floor]
+    expected = older[319] if len(older) >= 320 else None
+    assert samples.next_floor(corpus, samples.floor, 320) == expected
+    for query in ('"w4 w5"', '"w0 w1"', '"w1 w2"'):
+        bounded = search_messages(corpus, query, limit=7)
+        reference = search_messages(corpus, query, limit=7, plan="window")
+        assert bounded, query
+        assert [(h.message_id, h.snippet, h.score) for h in bounded] == [
+            (h.message_id, h.snippet, h.score) for h in reference
+        ]
+        every = search_messages(corpus, query, limit=5000)
+        full = search_messages(corpus, query, limit=5000, plan="full")
+        assert sorted(h.message_id for h in every) == sorted(h.message_id for h in full)

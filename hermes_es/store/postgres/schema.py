@@ -22,10 +22,10 @@ PG_LAYOUT = 3
 (``search.reindex``), every other layout has its projections replayed."""
 REINDEXED_LAYOUTS = (2,)
 """PostgreSQL layouts that become the current one by rewriting the search index alone."""
-SAME_SHARED_LAYOUTS = (9,)
+SAME_SHARED_LAYOUTS = (9, 10)
 """Shared projection layouts whose PostgreSQL tables are the current one's (10 changed only
-SQLite's message indexes: PostgreSQL keeps ``messages_seq``), so a store of one of them needs
-no replay."""
+SQLite's message indexes: PostgreSQL keeps ``messages_seq``; 11 only SQLite's full-text
+tokens), so a store of one of them needs no replay."""
 
 
 def layout() -> str:
