@@ -89,11 +89,14 @@ class TermSamples:
 
     def next_floor(self, conn: apsw.Connection, below: int, reach: int) -> int | None:
         """The oldest of the rarest term's newest ``reach`` matches below row id ``below``
-        (the next page's floor; None: it has fewer there, so a walk without a floor reads at
-        most ``reach`` of its rows)."""
+        (the next page's floor; None: it has fewer there, or is estimated to have fewer in
+        all, so a walk without a floor reads at most about ``reach`` of its rows, and no count
+        walks them first)."""
         if not self.exprs or self.floor is None:
             return None
         rarest = min(range(len(self.found)), key=lambda i: self.found[i][1])
+        if reach >= self.estimates[rarest]:
+            return None
         n, oldest = conn.execute(_OLDER, (self.exprs[rarest], below, reach)).fetchone()
         return int(oldest) if int(n) >= reach else None
 
