@@ -290,8 +290,10 @@ class Candidates:
     def page(
         self, below: int | None, size: int, floor: int | None = None
     ) -> list[tuple[float, int]]:
-        """(bm25, rowid) of the ``size`` most recent matches older than row id ``below`` and
-        not older than ``floor`` (the first page: ``self.floor``)."""
+        """(bm25, rowid) of the ``size`` most recent matches older than row id ``below`` (the
+        first page: not older than ``self.floor``); with both ``below`` and ``floor``, every
+        match from ``floor`` up to ``below``, read oldest first (FTS5 seeks to a lower bound
+        going forwards, where a backwards walk to an upper bound passes every newer row)."""
         sql = (
             "SELECT hermes_frequencies(messages_fts), rowid FROM messages_fts"
             " WHERE messages_fts MATCH ?"
@@ -305,8 +307,11 @@ class Candidates:
         if floor is not None:
             sql += " AND rowid >= ?"
             args.append(floor)
-        sql += " ORDER BY rowid DESC LIMIT ?"
-        args.append(size)
+        if below is not None and floor is not None:
+            sql += " ORDER BY rowid"
+        else:
+            sql += " ORDER BY rowid DESC LIMIT ?"
+            args.append(size)
         self.freq.configure(self.sizes)
         raw: list[tuple[int | str, int]] = self.conn.execute(sql, args).fetchall()
         if not raw:
@@ -316,7 +321,8 @@ class Candidates:
         if self.idfs is None:
             complete = below is None and floor is None and len(raw) < size
             # Every match from the floor up was read: the span starts at the floor.
-            oldest = floor if floor is not None and len(raw) < size else raw[-1][1]
+            spanned = floor is not None and (below is not None or len(raw) < size)
+            oldest = floor if spanned and floor is not None else raw[-1][1]
             self.idfs = self._idfs(len(raw), oldest, complete, size)
         avgdl = self.tokens / self.rows
         if len(self.idfs) == 1:

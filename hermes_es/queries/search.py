@@ -300,7 +300,7 @@ def search_messages(
     pool: list[tuple[float, int]] = []
     below: int | None = None
     floor = candidates.floor
-    reach = samples.size if samples is not None else 0
+    step = 1
     size = window
     while True:
         batch = candidates.page(below, size, floor)
@@ -308,10 +308,12 @@ def search_messages(
         hits = hits_from(conn, query, pool, limit, where, params, terms)
         if len(hits) >= limit or (len(batch) < size and floor is None):
             return hits
-        if floor is not None and len(batch) < size:  # every match from the floor up is read
-            below = floor
-            reach *= 8  # the next page: the rarest term's next (8 times more) matches
-            floor = samples.next_floor(conn, below, reach) if samples is not None else None
+        if floor is not None and (below is not None or len(batch) < size):
+            # Every match from the floor up is read: the next page, a span 8 times as wide.
+            if samples is None or floor <= samples.low:
+                return hits
+            below, floor = floor, samples.next_floor(floor, step)
+            step += 1
         else:
             below = min(rowid for _, rowid in batch)
         size *= 8

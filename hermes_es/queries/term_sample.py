@@ -34,10 +34,6 @@ _NEWEST = (
     "SELECT count(*), min(rowid) FROM (SELECT rowid FROM messages_fts"
     " WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT ?)"
 )
-_OLDER = (
-    "SELECT count(*), min(rowid) FROM (SELECT rowid FROM messages_fts"
-    " WHERE messages_fts MATCH ? AND rowid < ? ORDER BY rowid DESC LIMIT ?)"
-)
 _SPAN = (
     "SELECT (SELECT min(id) FROM messages_fts_docsize), (SELECT max(id) FROM messages_fts_docsize)"
 )
@@ -72,14 +68,12 @@ class TermSamples:
         size: int,
         found: list[tuple[int, int]],
         span: tuple[int, int],
-        exprs: Sequence[str] = (),
     ) -> None:
         self.rows = rows
         self.size = size
         self.found = found
-        self.exprs = list(exprs)
-        """The FTS5 expression of each term (``next_floor`` walks the rarest one)."""
         low, high = span
+        self.low, self.high = low, high
         self.estimates = [self._estimate(n, oldest, low, high) for n, oldest in found]
         """Each term's match count: exact when below ``size``, else estimated."""
         full = all(n >= size for n, _ in found)
@@ -87,18 +81,12 @@ class TermSamples:
         """The oldest of the rarest term's newest ``size`` matches (None: some term has
         fewer, so a walk of the whole intersection already reads at most ``size`` of its)."""
 
-    def next_floor(self, conn: apsw.Connection, below: int, reach: int) -> int | None:
-        """The oldest of the rarest term's newest ``reach`` matches below row id ``below``
-        (the next page's floor; None: it has fewer there, or is estimated to have fewer in
-        all, so a walk without a floor reads at most about ``reach`` of its rows, and no count
-        walks them first)."""
-        if not self.exprs or self.floor is None:
-            return None
-        rarest = min(range(len(self.found)), key=lambda i: self.found[i][1])
-        if reach >= self.estimates[rarest]:
-            return None
-        n, oldest = conn.execute(_OLDER, (self.exprs[rarest], below, reach)).fetchone()
-        return int(oldest) if int(n) >= reach else None
+    def next_floor(self, below: int, step: int) -> int:
+        """The floor of the page after the one whose floor was ``below``: a span of row ids
+        ``8 ** step`` times as wide as the first page's (about that many times the rarest
+        term's matches, without counting them), never below the index's lowest row id."""
+        width = (self.high - self.floor + 1) * 8**step if self.floor is not None else 0
+        return max(self.low, below - width)
 
     def _estimate(self, found: int, oldest: int, low: int, high: int) -> float:
         if found < self.size:
@@ -123,4 +111,4 @@ def sample_terms(
     low, high = conn.execute(_SPAN).fetchone()
     if low is None or high is None:
         return None
-    return TermSamples(rows, size, found, (int(low), int(high)), exprs)
+    return TermSamples(rows, size, found, (int(low), int(high)))

@@ -85,13 +85,19 @@ def _matches(engine: SessionEngine, query: str) -> set[int]:
     return {h.seq for h in engine.search(query, limit=100)}
 
 
+SQLITE_ALSO = {"P2.2": {3}}
+"""Messages only SQLite finds: it matches a bare identifier as a prefix of the identifiers that
+start with it (``P2.25``; docs/search.md, "Identifiers"), PostgreSQL as its phrase."""
+
+
 @pytest.mark.parametrize("query", QUERIES)
 def test_same_messages_match_on_both_backends(
     engines: tuple[SessionEngine, SessionEngine], query: str
 ) -> None:
-    """Each query class matches exactly the same messages on SQLite and on PostgreSQL."""
+    """Each query class matches the same messages on SQLite and on PostgreSQL (SQLite's
+    identifier prefixes aside: ``SQLITE_ALSO``)."""
     sqlite, pg = engines
-    assert _matches(pg, query) == _matches(sqlite, query)
+    assert _matches(pg, query) | SQLITE_ALSO.get(query, set()) == _matches(sqlite, query)
 
 
 def test_parity_is_not_vacuous(engines: tuple[SessionEngine, SessionEngine]) -> None:
