@@ -314,26 +314,6 @@ def build_search_store(
     return path, gen
 
 
-def one_statement_window(conn: Any, tsquery: str, size: int) -> list[tuple[float, int]]:
-    """The window as session 3's code chose it (kept here as the same-run reference): one
-    statement on the phrase of tokens (no pair lexemes: a phrase's words checked by their
-    positions), the backward primary-key scan for words and prefixes, the GIN bitmap of every
-    match for phrases (ids first, tsvectors read back for the window only). (Its CJK form also
-    joined ``messages`` for a trigram ``ILIKE``; that index is gone.)"""
-    inner = "SELECT f.id FROM messages_fts f WHERE f.tsv @@ %s::tsquery ORDER BY f.id DESC LIMIT %s"
-    if "<->" in tsquery:
-        sql = (
-            f"SELECT c.id, -ts_rank(c.tsv, %s::tsquery) FROM messages_fts c WHERE c.id IN ({inner})"
-        )
-    else:
-        sql = (
-            "SELECT c.id, -ts_rank(c.tsv, %s::tsquery) FROM (SELECT f.id, f.tsv FROM messages_fts f"
-            " WHERE f.tsv @@ %s::tsquery ORDER BY f.id DESC LIMIT %s) c"
-        )
-    rows = conn.execute_pg(sql, (tsquery, tsquery, size), prepare=False).fetchall()
-    return sorted((float(score), int(mid)) for mid, score in rows)
-
-
 class ServerCpu:
     """CPU seconds used so far by every process of a local server (its postmaster's children,
     read from ``/proc``); ``None`` when the server is not local or ``/proc`` is unreadable."""
@@ -403,13 +383,19 @@ def bench_search(
     url: str, path: Path, gen: TextGen, messages: int, rounds: int, *, sqlite: bool = True
 ) -> None:
     """Search p50/p99 per class on PostgreSQL, its bare tsquery floor, and SQLite beside; the
-    window alone (``candidates``: sliced, and as one statement) beside the one-statement window
-    of session 3 (phrases checked by positions). The PostgreSQL variants run interleaved,
-    query by query, each with its client + server CPU."""
+    window alone (``window``: ``newest_matches``, the default) beside the window of session 5's
+    default (``candidates``: slices for pairs and prefixes, else one statement) and the one
+    statement of every match. The PostgreSQL variants run interleaved, query by query, each
+    with its client + server CPU."""
     from hermes_es.commands.engine import SessionEngine
     from hermes_es.projections.catalog import connect
     from hermes_es.queries.search import search_messages
-    from hermes_es.store.postgres.search import CANDIDATE_WINDOW, Query, candidates
+    from hermes_es.store.postgres.search import (
+        CANDIDATE_WINDOW,
+        Query,
+        candidates,
+        newest_matches,
+    )
 
     lite_conn = connect(path) if sqlite else None
     with SessionEngine.open(url, actor="bench") as eng:
@@ -426,24 +412,24 @@ def bench_search(
                 prepare=False,
             ).fetchall()
 
-        def window(q: str) -> object:
+        def ranges(q: str) -> object:
             query = Query.of(q)
-            return candidates(conn, query, None, CANDIDATE_WINDOW, sliced=True) if query else []
+            return newest_matches(conn, query, None, CANDIDATE_WINDOW) if query else []
+
+        def session5(q: str) -> object:
+            query = Query.of(q)
+            return candidates(conn, query, None, CANDIDATE_WINDOW, sliced=None) if query else []
 
         def one_statement(q: str) -> object:
             query = Query.of(q)
             return candidates(conn, query, None, CANDIDATE_WINDOW, sliced=False) if query else []
 
-        def before(q: str) -> object:
-            query = Query.of(q)
-            return one_statement_window(conn, query.rank, CANDIDATE_WINDOW) if query else []
-
         variants: dict[str, Callable[[str], object]] = {
             "floor": floor,
             "search": lambda q: search_messages(conn, q, limit=20),
-            "window": window,
+            "window": ranges,
+            "session5_window": session5,
             "one_statement": one_statement,
-            "session3_window": before,
         }
         for name, queries in query_classes(gen).items():
             for q in queries:  # warm
@@ -459,7 +445,7 @@ def bench_search(
             mine, base = got["search"], got["floor"]
             extra = {
                 f"{variant}_{key}": got[variant][key]
-                for variant in ("window", "one_statement", "session3_window")
+                for variant in ("window", "session5_window", "one_statement")
                 for key in ("p50_ms", "p99_ms", "cpu_ms")
             }
             emit(

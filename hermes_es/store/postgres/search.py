@@ -28,9 +28,13 @@ from hermes_es.aggregates.state import SessionState
 from hermes_es.aggregates.validation import content_text
 from hermes_es.projections.base import Change, message_row_id
 from hermes_es.projections.search import new_messages
+from hermes_es.store.postgres.lexeme_shares import lexeme_shares
 from hermes_es.store.postgres.tokens import (
     INCOMPLETE,
+    Term,
+    index_query,
     match_query,
+    search_terms,
     tsquery_text,
     tsvector_literal,
 )
@@ -114,12 +118,32 @@ class Query(NamedTuple):
     """The ``tsquery`` finding the matches (``tokens.match_query``: pairs for phrases)."""
     rank: str
     """The ``tsquery`` scoring them (``tokens.tsquery_text``: phrases of tokens)."""
+    terms: tuple[Term, ...] = ()
+    """The terms (``tokens.search_terms``): what ``lexeme_shares`` estimates from."""
+    gin: str = ""
+    """The part of ``match`` the GIN index answers without positions (``tokens.index_query``;
+    empty: ``match`` itself)."""
+    checked: bool = False
+    """Whether the rows ``gin`` finds still need ``match`` checked (a phrase of 3+ tokens)."""
 
     @classmethod
     def of(cls, user_query: str) -> Query | None:
         """The search of ``user_query``; None when nothing in it is searchable."""
         match, rank = match_query(user_query), tsquery_text(user_query)
-        return None if match is None or rank is None else cls(match, rank)
+        index = index_query(user_query)
+        if match is None or rank is None or index is None:
+            return None
+        return cls(match, rank, tuple(search_terms(user_query)), index[0], index[1])
+
+    def where(self, *, planned: bool) -> tuple[str, list[object]]:
+        """The condition finding the matches (``gin``, then ``match`` checked as a filter
+        where needed) and its parameters. ``planned``: the planner sees the ``tsquery`` (and
+        estimates its rows); else it is an InitPlan parameter, estimated at a fixed share."""
+        index = self.gin or self.match
+        sql = "tsv @@ %s::tsquery" if planned else "tsv @@ (SELECT %s::tsquery)"
+        if not self.checked:
+            return sql, [index]
+        return sql + " AND (tsv @@ %s::tsquery) IS TRUE", [index, self.match]
 
     def lexemes(self) -> int:
         """The postings lists the index reads for the matching query, weighted (a prefix
@@ -374,6 +398,153 @@ def candidates(
     return sorted((-score, mid) for mid, score in found[:size])
 
 
+BIG_STORE = 200_000
+"""Rows of ``messages_fts`` at or below which ``newest_matches`` is one statement (the
+planner's choice): there every plan is cheap."""
+WALK_SHARE = 0.08
+"""Estimated share of matching rows from which ``newest_matches`` walks the primary key
+backwards (reading about ``size / share`` rows) instead of reading an id range's matches."""
+RANGE_OVERSHOOT = 1.3
+"""An id range is sized for this many times the matches still wanted, at the estimated (then
+the seen) share of matching rows."""
+MAX_RANGE_ROWS = 150_000
+"""Most rows the first id range covers (an underestimated term reads at most its share of
+them); each next range may be four times the one before."""
+WHOLE_REST = 1.5
+"""When the rows left are expected to hold at most this many times the matches still
+wanted, the last range takes them all (no lower bound)."""
+RANGE_SETTINGS = BITMAP_SETTINGS
+"""An id range: the GIN bitmap ANDed with the primary key's bitmap of the range (exact)."""
+
+
+def _bounds(conn: Any, below: int | None) -> tuple[int, int, float] | None:
+    """(highest id below ``below``, lowest id, rows per id over the store), None when empty."""
+    under = "" if below is None else " WHERE id < %s"
+    row = conn.execute_pg(
+        f"SELECT (SELECT max(id) FROM messages_fts{under}), (SELECT min(id) FROM messages_fts),"
+        " (SELECT max(id) FROM messages_fts),"
+        " (SELECT reltuples FROM pg_class WHERE oid = 'messages_fts'::regclass)",
+        [] if below is None else [below],
+        prepare=False,
+    ).fetchone()
+    if row is None or row[0] is None:
+        return None
+    top, bottom, high, total = int(row[0]), int(row[1]), int(row[2]), float(row[3] or 0)
+    return top, bottom, total / max(high - bottom + 1, 1)
+
+
+ROW_SHARE = 0.03
+"""Estimated share of matching rows from which an id range is the primary key's (exact)
+bitmap: it costs about a fifth of a microsecond per row of the range, which is narrow for a
+frequent term; below it, the BRIN index's (lossy, nearly free) one, which costs a recheck of
+every row sharing a table page with a match (about five rows a page)."""
+
+
+def _range(
+    conn: Any, query: Query, lo: int | None, hi: int, limit: int, *, exact: bool
+) -> list[tuple[int, float]]:
+    """(id, score) of the newest ``limit`` matches with ``lo <= id <= hi``: the GIN index's
+    bitmap ANDed with a bitmap of the id range, so only the range's matches (and, from a
+    lossy bitmap, the other rows of their pages) are read from the table. ``exact``: the range
+    from the primary key (the bounds as row comparisons, which only a b-tree answers), else
+    from the BRIN index. Without ``lo`` the bound on ``hi`` is a filter, not an index
+    condition: the bitmap of every match."""
+    cond, params = query.where(planned=False)
+    if lo is None:
+        bound = "(id <= %s) IS TRUE"
+        params.append(hi)
+    elif exact:
+        bound = "ROW(id, 0) <= ROW(%s::bigint, 0) AND ROW(id, 0) >= ROW(%s::bigint, 0)"
+        params += [hi, lo]
+    else:
+        bound = "id <= %s AND id >= %s"
+        params += [hi, lo]
+    sql = (
+        "SELECT c.id, ts_rank(c.tsv, %s::tsquery) FROM (SELECT id, tsv FROM messages_fts"
+        f" WHERE {cond} AND {bound} ORDER BY id DESC LIMIT %s) c"
+    )
+    params = [query.rank, *params, limit]
+    if conn.in_transaction:
+        rows = conn.execute_pg(sql, params, prepare=False).fetchall()
+    else:
+        with conn.pipelined_transaction([RANGE_SETTINGS]):
+            rows = conn.execute_pg(sql, params, prepare=False).fetchall()
+    return [(int(mid), float(score)) for mid, score in rows]
+
+
+def _every_match(conn: Any, query: Query, below: int | None, size: int) -> list[tuple[float, int]]:
+    """The newest ``size`` matches, scored, in one statement the planner plans seeing the
+    terms (``Query.where``)."""
+    cond, params = query.where(planned=True)
+    under = "" if below is None else " AND id < %s"
+    rows = conn.execute_pg(
+        "SELECT c.id, ts_rank(c.tsv, %s::tsquery) FROM (SELECT id, tsv FROM messages_fts"
+        f" WHERE {cond}{under} ORDER BY id DESC LIMIT %s) c",
+        [query.rank, *params, *([] if below is None else [below]), size],
+        prepare=False,
+    ).fetchall()
+    return sorted((-float(score), int(mid)) for mid, score in rows)
+
+
+def newest_matches(
+    conn: Any, query: Query, below: int | None, size: int, *, big: int = BIG_STORE
+) -> list[tuple[float, int]]:
+    """(score, message id) of the ``size`` most recent matches below ``below``, best first:
+    the work bounded by ``size``, not by how many rows match.
+
+    A GIN index returns matches in no useful order, so "the newest 2,000 matches" of a term in
+    3% of 1,000,000 rows read all 30,000 of them; walking the primary key backwards reads
+    ``size / share`` rows instead, good only for frequent terms. So the share of matching rows
+    is estimated from the planner's statistics (``lexeme_shares``) and
+
+    - at ``WALK_SHARE`` or more, the primary key is walked backwards (one statement);
+    - else the newest id range expected to hold ``RANGE_OVERSHOOT`` times the matches wanted
+      (at most ``MAX_RANGE_ROWS`` rows) is read as the GIN bitmap ANDed with the primary key's
+      bitmap of the range, which is exact: only the range's matches are fetched; when it holds
+      too few, the next older range is sized from the share seen so far (at most four times
+      the one before), and when the rest of the store is expected to hold few more than
+      wanted, it is read whole; so is a term rarer than every lexeme the statistics list
+      (in fewer than their smallest share of the rows).
+
+    A store of ``big`` rows or fewer, or one without statistics, is one statement
+    (``_one_statement``). Only the matches kept are scored (``ts_rank``).
+    """
+    bounds = _bounds(conn, below)
+    if bounds is None:
+        return []
+    top, bottom, density = bounds
+    rows_left = (top - bottom + 1) * density
+    shares = lexeme_shares(conn) if rows_left > big else None
+    if shares is None or not query.terms:
+        return _every_match(conn, query, below, size)
+    if any(prefix for _, prefix in query.terms):
+        return candidates(conn, query, below, size, sliced=True)
+    share = shares.query(query.terms)
+    if share >= WALK_SHARE:
+        found = _slice(conn, query, None, top, size, walk=True)
+        return sorted((-score, mid) for mid, score in found)
+    found = []
+    hi, seen, cap = top, 0.0, float(MAX_RANGE_ROWS)
+    while True:
+        wanted = size - len(found)
+        rest = (hi - bottom + 1) * density
+        rows = min(RANGE_OVERSHOOT * wanted / max(share, 1e-9), cap)
+        start = hi - int(rows / density) + 1
+        lo: int | None = start
+        if share <= shares.least or share * rest <= WHOLE_REST * wanted or start <= bottom:
+            if not found:  # every match: the planner's own plan, seeing the terms
+                return _every_match(conn, query, below, size)
+            lo = None
+        found += _range(conn, query, lo, hi, wanted, exact=share >= ROW_SHARE)
+        if len(found) >= size or lo is None:
+            break
+        seen += (hi - lo + 1) * density
+        share = max(len(found), 0.5) / seen
+        cap *= 4
+        hi = lo - 1
+    return sorted((-score, mid) for mid, score in found[:size])
+
+
 def search_messages(
     conn: Any,
     query: str,
@@ -383,9 +554,12 @@ def search_messages(
     params: list[object],
     window: int = CANDIDATE_WINDOW,
     first_slice: int = FIRST_SLICE,
-    sliced: bool | None = SLICED,
+    sliced: bool | None = None,
 ) -> list[SearchHit]:
-    """Messages matching ``query``, best ``ts_rank`` first (``where``: the caller's filters)."""
+    """Messages matching ``query``, best ``ts_rank`` first (``where``: the caller's filters).
+
+    The window of each round comes from ``newest_matches``; ``sliced`` True or False takes it
+    from ``candidates`` instead (session 5's plans, kept for comparison)."""
     from hermes_es.queries.search import hits_from
 
     search = Query.of(query)
@@ -395,7 +569,10 @@ def search_messages(
     below: int | None = None
     size = window
     while True:
-        batch = candidates(conn, search, below, size, first_slice=first_slice, sliced=sliced)
+        if sliced is None:
+            batch = newest_matches(conn, search, below, size)
+        else:
+            batch = candidates(conn, search, below, size, first_slice=first_slice, sliced=sliced)
         pool = sorted([*pool, *batch])
         hits = hits_from(conn, query, pool, limit, where, params)
         if len(batch) < size or len(hits) >= limit:

@@ -131,6 +131,20 @@ def tsvector_literal(text: str) -> str:
     return " ".join([*words, *("'" + p + "'" for p in pairs)])
 
 
+Term = tuple[list[str], bool]
+"""A searchable term: its tokens, and whether it is a prefix."""
+
+
+def search_terms(user_query: str) -> list[Term]:
+    """Each searchable term's (tokens, is a prefix)."""
+    return _terms(user_query)
+
+
+def pair_lexeme(first: str, second: str) -> str | None:
+    """The pair lexeme of two adjacent tokens, None when too long to be indexed."""
+    return _pair(first, second)
+
+
 def _terms(user_query: str) -> list[tuple[list[str], bool]]:
     """Each searchable term's (tokens, is a prefix)."""
     found = []
@@ -164,21 +178,52 @@ def match_query(user_query: str) -> str | None:
     needs its phrase checked too: ``('§a b' & '§b c' | '§') & 'a' <-> 'b' <-> 'c'``. The index
     reads the postings of the rare lexemes first and skips through the frequent ones.
     """
+    parts = [_term_match(words, prefix) for words, prefix in _terms(user_query)]
+    return " & ".join(parts) if parts else None
+
+
+def _term_match(words: list[str], prefix: bool) -> str:
+    """One term of ``match_query``."""
+    phrase = _phrase(words, prefix)
+    if len(words) == 1:
+        return phrase
+    pairs = [_pair(a, b) for a, b in itertools.pairwise(words)]
+    quoted = [_quote(p) for p in pairs if p is not None]
+    if prefix and pairs[-1] is not None:
+        quoted[-1] += ":*"
+    marker = _quote(INCOMPLETE)
+    if not quoted:
+        return f"({marker} & {phrase})"
+    if len(words) == 2 and pairs[0] is not None:
+        return f"({quoted[0]} | {marker} & {phrase})"
+    return f"(({' & '.join(quoted)} | {marker}) & {phrase})"
+
+
+def index_query(user_query: str) -> tuple[str, bool] | None:
+    """The part of ``match_query`` the GIN index can answer without positions, and whether
+    the matches it finds still need ``match_query`` checked (None: nothing searchable).
+
+    A term of one or two tokens is kept whole (the index answers a pair, and a phrase only in
+    the rare messages with incomplete pairs). A longer term becomes its pairs, or the ``§``
+    marker: ``('§a b' & '§b c' | '§')``, or without indexable pairs its tokens ANDed; its
+    words' postings are then not read by the index, and the phrase is checked on the rows
+    found (``needs_check``)."""
     parts: list[str] = []
+    needs_check = False
     for words, prefix in _terms(user_query):
-        phrase = _phrase(words, prefix)
-        if len(words) == 1:
-            parts.append(phrase)
+        if len(words) <= 2:
+            parts.append(_term_match(words, prefix))
             continue
+        needs_check = True
         pairs = [_pair(a, b) for a, b in itertools.pairwise(words)]
         quoted = [_quote(p) for p in pairs if p is not None]
         if prefix and pairs[-1] is not None:
             quoted[-1] += ":*"
-        marker = _quote(INCOMPLETE)
-        if not quoted:
-            parts.append(f"({marker} & {phrase})")
-        elif len(words) == 2 and pairs[0] is not None:
-            parts.append(f"({quoted[0]} | {marker} & {phrase})")
+        if quoted:
+            parts.append(f"({' & '.join(quoted)} | {_quote(INCOMPLETE)})")
         else:
-            parts.append(f"(({' & '.join(quoted)} | {marker}) & {phrase})")
-    return " & ".join(parts) if parts else None
+            last = [_quote(w) for w in words]
+            if prefix:
+                last[-1] += ":*"
+            parts.append("(" + " & ".join(last) + ")")
+    return (" & ".join(parts), needs_check) if parts else None
