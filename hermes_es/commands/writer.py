@@ -49,7 +49,18 @@ MAX_GROUP = 512
 class _Job:
     """One use case and how its caller hears the outcome (exactly one of the three ways)."""
 
-    __slots__ = ("alone", "error", "fn", "future", "lock", "loop", "pure", "result", "waiter")
+    __slots__ = (
+        "alone",
+        "error",
+        "fn",
+        "future",
+        "lock",
+        "loop",
+        "pure",
+        "result",
+        "then",
+        "waiter",
+    )
 
     def __init__(self, fn: Callable[[], Any], alone: bool, pure: bool = False) -> None:
         self.fn = fn
@@ -64,6 +75,8 @@ class _Job:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.waiter: asyncio.Future[Any] | None = None
         """``submit_async``: a future of ``loop``, resolved on that loop."""
+        self.then: Callable[[Any], None] | None = None
+        """``submit_async``: called with the result on the loop, in the hand-back itself."""
         self.result: Any = None
         self.error: BaseException | None = None
 
@@ -90,6 +103,11 @@ def _resolve_on_loop(
         if job.error is not None:
             waiter.set_exception(job.error)
         else:
+            if job.then is not None:
+                try:
+                    job.then(job.result)
+                except Exception:
+                    log.exception("a hand-back callback failed")
             waiter.set_result(job.result)
 
 
@@ -317,7 +335,13 @@ class GroupWriter:
         return future
 
     def submit_async(
-        self, fn: Callable[[], T], *, alone: bool = False, urgent: bool = False, pure: bool = False
+        self,
+        fn: Callable[[], T],
+        *,
+        alone: bool = False,
+        urgent: bool = False,
+        pure: bool = False,
+        then: Callable[[T], None] | None = None,
     ) -> asyncio.Future[T]:
         """``submit`` for a caller on the running event loop: an asyncio future of that loop.
 
@@ -328,7 +352,7 @@ class GroupWriter:
         loop = asyncio.get_running_loop()
         job = _Job(fn, alone and not urgent, pure)
         waiter: asyncio.Future[T] = loop.create_future()
-        job.loop, job.waiter = loop, waiter
+        job.loop, job.waiter, job.then = loop, waiter, then
         self._enqueue(job, urgent)
         return waiter
 

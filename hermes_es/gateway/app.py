@@ -14,7 +14,6 @@ threads, the writer and the store.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import logging
 import os
@@ -27,11 +26,12 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
-from starlette.websockets import WebSocket, WebSocketDisconnect
+from starlette.websockets import WebSocket
 
 from hermes_es.gateway import protocol as p
 from hermes_es.gateway.authority import Client, RpcError, SessionAuthority
 from hermes_es.gateway.identity import CLIENT_KINDS
+from hermes_es.gateway.outbox import GONE, Outbox
 from hermes_es.gateway.tickets import TicketBook, TicketError
 from hermes_es.gateway.trace import RECEIVED
 
@@ -235,52 +235,20 @@ def create_app(state: GatewayState) -> Starlette:
         if kind not in CLIENT_KINDS:
             kind = "cli"
         await websocket.accept()
-        outgoing: collections.deque[bytes | None] = collections.deque()
-        queued = asyncio.Event()
-        writing = False
-        """A coroutine is writing this client's frames (only one may, so they stay in order)."""
-
-        def send(frame: bytes) -> None:
-            if client.closed:
-                return
-            if len(outgoing) >= SEND_QUEUE:
-                log.warning("client fell %d frames behind; disconnecting it", SEND_QUEUE)
-                outgoing.append(None)
-                client.closed = True
-            else:
-                outgoing.append(frame)
-            queued.set()
-
-        client = Client(principal, kind, send)
         trace = authority.trace
 
-        async def flush() -> bool:
-            """Write every queued frame, in order, until none is left; False once the
-            connection is closed (a client that fell too far behind)."""
-            nonlocal writing
-            writing = True
-            try:
-                while outgoing:
-                    frame = outgoing.popleft()
-                    if frame is None:
-                        await websocket.close(code=1013)
-                        return False
-                    await websocket.send_text(frame.decode())
-                    if trace is not None:
-                        trace.written(frame)
-            finally:
-                writing = False
-            return True
+        def gone() -> None:
+            client.closed = True
 
-        async def sender() -> None:
-            """Writes what the fan-out queued (the handler writes its own answers)."""
-            while True:
-                await queued.wait()
-                queued.clear()
-                if not writing and not await flush():
-                    return
-
-        send_task = asyncio.create_task(sender())
+        outbox = Outbox(
+            websocket,
+            limit=SEND_QUEUE,
+            on_gone=gone,
+            on_written=trace.written if trace is not None else None,
+        )
+        client = Client(principal, kind, outbox.send)
+        if trace is not None:
+            client.on_answer = trace.answer
         try:
             while True:
                 message = await websocket.receive_text()
@@ -288,23 +256,21 @@ def create_app(state: GatewayState) -> Starlette:
                     client.read_at = trace.now()
                     client.received_at = websocket.scope.get(RECEIVED, client.read_at)
                 response = await _answer(authority, client, message.encode())
+                if client.answered is not None and client.answered == client.request_id:
+                    client.answered = client.request_id = None  # answered from the hand-back
+                    continue
+                client.request_id = None
                 if response is not None:
                     frame = p.encode(response)
                     if trace is not None and client.traced:
                         trace.answer(client.traced, frame)
                         client.traced = ""
-                    send(frame)
-                    # The answer goes out now, after what was queued before it, without
-                    # waiting for the sender task's turn on the loop.
-                    if not writing and not await flush():
-                        break
-        except (WebSocketDisconnect, RuntimeError, OSError):
-            pass  # (uvicorn's ClientDisconnected is an OSError)
+                    outbox.send(frame)
+        except GONE:
+            pass
         finally:
             authority.disconnect(client)
-            send_task.cancel()
-            with contextlib.suppress(BaseException):
-                await send_task
+            outbox.close()
 
     return Starlette(
         routes=[
@@ -329,6 +295,7 @@ async def _answer(authority: SessionAuthority, client: Client, body: bytes) -> p
         return p.error(None, code, f"bad request: {exc}")
     if request.jsonrpc != "2.0":
         return p.error(request.id, p.INVALID_REQUEST, "jsonrpc must be '2.0'")
+    client.request_id = request.id
     try:
         result = await authority.dispatch(client, request)
     except RpcError as exc:

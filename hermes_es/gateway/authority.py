@@ -106,8 +106,26 @@ class Client:
         """When the request being answered was read (``trace`` only)."""
         self.received_at: tuple[float, ...] = ()
         """When its bytes came off the socket (``trace`` only)."""
+        self.request_id: int | str | None = None
+        """The id of the request being answered."""
+        self.answered: int | str | None = None
+        """The id of a request already answered by ``answer_now``."""
         self.traced = ""
         """The submission id of the answer about to be sent (``trace`` only)."""
+        self.on_answer: Callable[[str, bytes], None] | None = None
+        """The trace's hook for an answer frame (``trace`` only)."""
+
+    def answer_now(self, result: Any) -> None:
+        """Send the answer to the request being run, before its handler resumes (which then
+        sends nothing for it). Only for a request on a connection answered in order."""
+        if self.request_id is None or self.kind == "http":
+            return
+        frame = p.encode(p.Response(id=self.request_id, result=result))
+        if self.traced and self.on_answer is not None:
+            self.on_answer(self.traced, frame)
+            self.traced = ""
+        self.answered = self.request_id
+        self.send(frame)
 
 
 class SessionAuthority:
@@ -173,12 +191,20 @@ class SessionAuthority:
     # -- writes -------------------------------------------------------------------------------
 
     async def write(
-        self, fn: Callable[[], T], *, alone: bool = False, urgent: bool = False, pure: bool = False
+        self,
+        fn: Callable[[], T],
+        *,
+        alone: bool = False,
+        urgent: bool = False,
+        pure: bool = False,
+        then: Callable[[T], None] | None = None,
     ) -> T:
         """Run a use case on the writer; resolves after its group committed (``urgent``: ahead
         of the queued use cases, in the next group; ``pure``: it only reads and writes through
         the store's batches, so the writer may decide it without SQL, ``GroupWriter.submit``)."""
-        waiter = self.engine.writer.submit_async(fn, alone=alone, urgent=urgent, pure=pure)
+        waiter = self.engine.writer.submit_async(
+            fn, alone=alone, urgent=urgent, pure=pure, then=then
+        )
         try:
             return await waiter
         except HermesError as exc:
@@ -806,20 +832,30 @@ class SessionAuthority:
             trace.mark(key, "read", client.read_at)
             trace.mark(key, "queued")
             admit = trace.job(key, admit)
+        answered: list[dict[str, Any]] = []
+
+        def admitted(admission: turns.Admission) -> None:
+            """In the writer's hand-back, on the loop: everything an admission does next,
+            its answer included (written then and there: no task wake-up, no loop
+            iteration waited for)."""
+            if trace is not None:
+                trace.mark(params.submission_id, "resumed")
+                client.traced = params.submission_id
+            if admission.turn and not admission.duplicate:
+                self.admitted_by.setdefault((sid, admission.turn), client.principal.key)
+                self.admitted_texts.setdefault((sid, admission.turn), params.text)
+            if sid not in client.sessions:
+                self.attach(client, sid)
+            self._after_write(sid)
+            self.kick(sid)
+            answered.append(msgspec.to_builtins(admission))
+            client.answer_now(answered[0])
+
         # urgent: the submitter waits on this answer; turns' writes can wait
-        admission = await self.write(admit, urgent=True, pure=True)
-        if trace is not None:
-            trace.mark(params.submission_id, "resumed")
-            client.traced = params.submission_id
-        if admission.turn and not admission.duplicate:
-            self.admitted_by.setdefault((sid, admission.turn), client.principal.key)
-            self.admitted_texts.setdefault((sid, admission.turn), params.text)
-        if sid not in client.sessions:
-            self.attach(client, sid)
-        self._after_write(sid)
-        self.kick(sid)
-        result: dict[str, Any] = msgspec.to_builtins(admission)
-        return result
+        admission = await self.write(admit, urgent=True, pure=True, then=admitted)
+        if not answered:  # (a writer without the hand-back callback)
+            admitted(admission)
+        return answered[0]
 
     def since(self, client: Client, params: p.SinceParams) -> dict[str, Any]:
         """``events.since``: stored events after ``last_sequence``, in order."""
