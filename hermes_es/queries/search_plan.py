@@ -13,10 +13,9 @@ window plan's statistics would be exact anyway, both give the same scores, so FT
   5,000,000 messages would take longer than the window plan) and one of them has fewer than
   ``SAMPLE`` (so the intersection's walk seeks at most that many rows:
   ``queries/term_sample.py``);
-* a one-word query (one token, no prefix) or one identifier (``queries/identifiers.py``: a
-  prefix of identifier tokens, no positions to check) with fewer than ``COUNT_CAP`` matches:
-  the window plan counts such a term exactly for its idf, so ``bm25()`` over the newest
-  ``window`` matches gives the same scores for the same candidates.
+* a one-word query (one token, no prefix) with fewer than ``COUNT_CAP`` matches: the window
+  plan counts such a term exactly for its idf, so ``bm25()`` over the newest ``window``
+  matches gives the same scores for the same candidates.
 
 The count and the ranking are one statement (``FusedPlan``, ``queries/search.py``): its first
 part walks the newest matches up to the cap, and FTS5 ranks only when the count passes the gate
@@ -24,7 +23,8 @@ part walks the newest matches up to the cap, and FTS5 ranks only when the count 
 ends at its first row and ``bm25()`` never counts the term in full; an upper bound would walk
 the whole doclist backwards to reach it).
 
-Anything else keeps the window plan: prefix terms, frequent words (which then reuse the count
+Anything else keeps the window plan: prefix terms (identifiers among them,
+``queries/identifiers.py``), frequent words (which then reuse the count
 made here), one phrase or identifier (``bm25()`` counts a phrase's matches by checking the
 positions of every row holding its tokens: slower than the window plan's pass), and several
 terms with many matches together or (on a big index) many each.
@@ -140,11 +140,10 @@ def fused_plan(
 ) -> tuple[FusedPlan | None, TermSamples | None]:
     """The fused statement's counts for ``terms`` (None: the window plan must score), and the
     terms' samples on a big index (``queries/term_sample.py``)."""
-    if not terms or any(t.prefix and not t.identifier for t in terms):
-        return None, None
+    if not terms or any(t.prefix for t in terms):  # identifiers too: bm25() of a prefix
+        return None, None  # term runs the prefix look-up again per count (~3x a rare one's)
     cap = bm25.COUNT_CAP
-    one = len(terms) == 1 and (bool(terms[0].identifier) or _one_token(conn, terms[0]))
-    if one and cap > window:  # a word, or an identifier (one prefix token: no positions)
+    if len(terms) == 1 and _one_token(conn, terms[0]) and cap > window:
         return FusedPlan(cap, cap - 1, window, True, None), None
     if len(terms) == 1:  # a phrase: bm25()'s count of its matches costs more than it saves
         return None, window_samples(conn, terms)
@@ -184,9 +183,7 @@ def window_samples(conn: apsw.Connection, terms: Sequence[Term]) -> TermSamples 
     (``queries/term_sample.py``); for one phrase, each of its words' (its matches are among
     theirs: the floor bounds its walk the same way). None for one word, a prefix term or a
     smaller index."""
-    if any(t.prefix and not t.identifier for t in terms):
-        return None
-    if len(terms) == 1 and terms[0].identifier:
+    if any(t.prefix for t in terms):
         return None
     if len(terms) == 1:
         text = terms[0].text.encode("utf-8")
