@@ -407,6 +407,42 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _thread_cpu_seconds(pid: int) -> dict[str, float]:
+    """CPU time used so far by a process's main thread (the gateway's event loop: ``loop``)
+    and by all its other threads together (the writer, its waker, the checkpointer, the
+    turn threads: ``others``)."""
+    out: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            text = (task / "stat").read_text()
+        except OSError:  # the thread ended meanwhile
+            continue
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        # (Python does not name its threads for the OS: every other thread is "others")
+        name = "loop" if task.name == str(pid) else "others"
+        fields = text.rsplit(")", 1)[1].split()
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def _switches(pid: int) -> tuple[int, int]:
+    """Context switches of all a process's threads so far: (voluntary: it waited for
+    something, such as a wake-up or the GIL; involuntary: the scheduler took its CPU)."""
+    voluntary = involuntary = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            lines = (task / "status").read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            if line.startswith("voluntary_ctxt_switches:"):
+                voluntary += int(line.split()[1])
+            elif line.startswith("nonvoluntary_ctxt_switches:"):
+                involuntary += int(line.split()[1])
+    return voluntary, involuntary
+
+
 async def _drive(
     connect_one: Callable[[], Any], clients: int, turns: int, pid: int
 ) -> dict[str, Any]:
@@ -429,10 +465,19 @@ async def _drive(
             completed.append(d)
 
     cpu = _cpu_seconds(pid)
+    threads = _thread_cpu_seconds(pid)
+    switches = _switches(pid)
     start = time.perf_counter()
     await asyncio.gather(*(run(c, s) for c, s in zip(conns, sids, strict=True)))
     elapsed = time.perf_counter() - start
     cpu = _cpu_seconds(pid) - cpu
+    threads_after = _thread_cpu_seconds(pid)
+    switched = [after - before for after, before in zip(_switches(pid), switches, strict=True)]
+    per_thread = {
+        name: round((spent - threads.get(name, 0.0)) / (clients * turns) * 1000, 3)
+        for name, spent in sorted(threads_after.items())
+        if spent - threads.get(name, 0.0) > 0
+    }
     frames = sum(c.frames for c in conns) - frames_before
     sent = {
         key: (at, c.answered_at.get(rid, math.nan))
@@ -446,6 +491,8 @@ async def _drive(
         "turns_per_s": clients * turns / elapsed,
         "frames_per_turn": frames / (clients * turns) + 1,  # + the submit itself
         "server_cpu_ms_per_turn": cpu / (clients * turns) * 1000,
+        "server_thread_cpu_ms_per_turn": per_thread,
+        "server_switches_per_turn": [round(n / (clients * turns), 2) for n in switched],
         "admitted": latency_summary(admitted),
         "completed": latency_summary(completed),
     }
@@ -620,6 +667,15 @@ def bench_end_to_end(tmp: Path, clients: int, turns: int, trace_mode: str = "wal
         f" ({bare_cpu:.2f} ms), {frames} frames per turn; ratio {ratio(rate, bare)}"
         f" (CPU {ratio(bare_cpu, cpu)}, target 0.3)"
     )
+    by_thread = result["server_thread_cpu_ms_per_turn"]
+    voluntary, involuntary = result["server_switches_per_turn"]
+    bare_voluntary, bare_involuntary = floor["server_switches_per_turn"]
+    log(
+        "  gateway CPU a turn by thread: "
+        + ", ".join(f"{name} {ms:.2f} ms" for name, ms in by_thread.items())
+        + f"; context switches a turn {voluntary:.1f} voluntary, {involuntary:.1f}"
+        f" involuntary (bare {bare_voluntary:.1f}, {bare_involuntary:.1f})"
+    )
     adm, done, fan = result["admitted"], result["completed"], result["fanout"]
     log(
         f"  submit → admitted p50 {adm['p50_ms']:.1f} / p99 {adm['p99_ms']:.1f} ms (target p99"
@@ -641,6 +697,9 @@ def bench_end_to_end(tmp: Path, clients: int, turns: int, trace_mode: str = "wal
         frames_per_turn=frames,
         gateway_cpu_ms_per_turn=round(cpu, 3),
         bare_server_cpu_ms_per_turn=round(bare_cpu, 3),
+        gateway_thread_cpu_ms_per_turn=by_thread,
+        gateway_switches_per_turn=result["server_switches_per_turn"],
+        bare_switches_per_turn=floor["server_switches_per_turn"],
         cpu_ratio=ratio(bare_cpu, cpu),
         bare_admitted_p99_ms=floor["admitted"]["p99_ms"],
         bare_completed_p99_ms=floor["completed"]["p99_ms"],

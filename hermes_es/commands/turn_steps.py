@@ -53,6 +53,8 @@ class Ended(msgspec.Struct, frozen=True, kw_only=True):
     error: str = ""
     runnable: int = 0
     """The session's next runnable turn once this one finished (0: none may start now)."""
+    head: SessionState | None = None
+    """The session's head as this use case left it."""
 
 
 def begin(
@@ -141,6 +143,7 @@ def end(
                 transcript_moved=moved,
                 error=error,
                 runnable=agg.next_runnable(state),
+                head=state,
             )
         done = [*user_seqs, *seqs]
         state = batch.record(
@@ -155,6 +158,7 @@ def end(
             version=state.version,
             transcript_moved=moved,
             runnable=agg.next_runnable(state),
+            head=state,
         )
 
 

@@ -57,6 +57,16 @@ def admit(
     engine: SessionEngine, session_id: str, *, submission_id: str, client_kind: str, text: str
 ) -> Admission:
     """Admit a prompt to a session's queue (idempotent by submission id)."""
+    return admit_with_head(
+        engine, session_id, submission_id=submission_id, client_kind=client_kind, text=text
+    )[0]
+
+
+def admit_with_head(
+    engine: SessionEngine, session_id: str, *, submission_id: str, client_kind: str, text: str
+) -> tuple[Admission, SessionState]:
+    """``admit``, and the session's head as the admission left it (what a caller that
+    runs the queue next would otherwise read back)."""
     with engine.store.transaction() as batch:
         state = engine._existing(batch, session_id)
         known = agg.admitted_turn(state, submission_id)
@@ -67,7 +77,7 @@ def admit(
                 duplicate=True,
                 version=state.version,
                 queued=list(state.turn_queue),
-            )
+            ), state
         # Refused at admission, not when the turn runs: the submitter hears it at once and
         # nothing is queued.
         check_message_size(message_bytes(text, None, ""), engine.max_message_bytes, "the prompt")
@@ -86,7 +96,7 @@ def admit(
             duplicate=False,
             version=state.version,
             queued=list(state.turn_queue),
-        )
+        ), state
 
 
 class EpochEndedError(InvariantError):

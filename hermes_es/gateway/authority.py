@@ -178,6 +178,13 @@ class SessionAuthority:
         self.on_standby_write: Callable[[str], None] = lambda session_id: None
         """A standby admitted or resolved a turn of the session: the owner is told to run it."""
         self._read = engine.store.connection  # this (loop) thread's connection: reads only
+        self._heads: dict[str, SessionState] = {}
+        """A session's head as the gateway's last use case of it left it (an admission, a
+        turn's end), for its queue worker's next look: used only while it is still the
+        committed one (``_known_head``), so the worker need not read it back."""
+        self._held: dict[str, list[bytes]] = {}
+        """Sessions whose turn runs inline: its ``turn.stream`` frames, held until the
+        session's next stored events go out (they are written with them, before them)."""
         self.trace: AdmissionTrace | None = None
         """Admission timing (``HERMES_GATEWAY_TRACE``), else None."""
         if engine.writer.reports_changes:
@@ -231,6 +238,9 @@ class SessionAuthority:
     def _send_events(
         self, session_id: str, clients: set[Client], events: list[q.StreamEvent]
     ) -> None:
+        held = self._held.get(session_id)
+        if held:
+            self._release(session_id, clients)
         for event in events:  # encoded once, from the Struct: the same bytes to every client
             frame = p.encode(p.Notification(method="session.event", params=event))
             for client in list(clients):
@@ -281,6 +291,17 @@ class SessionAuthority:
             self._send_events(
                 sid, clients, [q.stream_event(sid, c.version, c.event) for c in fresh]
             )
+
+    def _release(self, session_id: str, clients: set[Client] | None) -> None:
+        """Write the session's held ``turn.stream`` frames, in order, to its clients."""
+        held = self._held.get(session_id)
+        if not held:
+            return
+        frames = held[:]
+        held.clear()
+        for frame in frames:
+            for client in list(clients or ()):
+                client.send(frame)
 
     def broadcast(self, method: str, params: dict[str, Any]) -> None:
         """A notification to every attached client (``gateway.draining``)."""
@@ -340,7 +361,7 @@ class SessionAuthority:
         epoch = self.epoch
         fence = self.profile if self.fenced else ""
         while not self.draining and self.role == "owner":
-            state = q.head(self._read(), session_id)
+            state = self._known_head(session_id)
             if state is not None and not next_runnable(state):
                 # Nothing may start (the queue is empty, or paused on an unknown turn): no
                 # trip through the writer. An admission committed after this read finds
@@ -380,6 +401,20 @@ class SessionAuthority:
                 await self._finish(session_id, turn, "completed", seqs=outcome.seqs)
         if self.reaper is not None:
             self.reaper.turns_idle(session_id)
+
+    def _known_head(self, session_id: str) -> SessionState | None:
+        """The session's committed head: the one its last use case here left, when nothing
+        has been stored for it since (its attached clients have been sent every event up to
+        that version, and no other gateway of a team writes the log), else read."""
+        known = self._heads.pop(session_id, None)
+        if (
+            known is not None
+            and not self.fenced
+            and session_id in self.subscribers
+            and self.published.get(session_id) == known.version
+        ):
+            return known
+        return q.head(self._read(), session_id)
 
     def _start_refused(self, session_id: str, exc: RpcError) -> None:
         """A turn could not start: logged; an ended epoch means this gateway lost the profile."""
@@ -440,45 +475,53 @@ class SessionAuthority:
             chat.reload()
         else:
             chat.recorded([plan.user], begun.version)
-        # Let what the same commit resumed go first: the admissions' answers are already
-        # queued (urgent use cases lead their group), the responder's work can wait one hop.
-        await asyncio.sleep(0)
+        # (The admissions the same commit answered are already written: the writer's
+        # hand-back answers them before any waiter resumes.)
         error = ""
         dicts: list[dict[str, Any]] = []
+        # The responder answers at once, with no I/O: what it streams goes out with the
+        # turn's end (one write to each client for both, not two), still before the reply.
+        self._held[session_id] = []
         try:
-            answer = chat.respond(plan.prompt, on_event=self._streamer(session_id, turn))
-            dicts = answer.dicts
-        except HermesError as exc:
-            error = exc.message
-        except Exception as exc:  # an unexpected failure still finishes the turn
-            log.exception("session %s turn %d failed", session_id, turn)
-            error = f"internal error: {exc}"
-        display = chat.version
-        if self.before_finish is not None:
-            await self.before_finish()
-        try:
-            ended = await self.write(
-                lambda: turn_steps.end(
-                    engine,
-                    session_id,
-                    turn,
-                    messages=dicts,
-                    actor=actor,
-                    user_seqs=begun.seqs,
-                    display_version=display,
-                    error=error,
-                ),
-                pure=True,
-            )
-        except RpcError as exc:
-            log.error("session %s: cannot record turn %d: %s", session_id, turn, exc.message)
-            self.chats.pop(session_id, None)  # its window may hold what was not stored
-            return "stop"
-        self._after_write(session_id)
+            try:
+                answer = chat.respond(plan.prompt, on_event=self._streamer(session_id, turn))
+                dicts = answer.dicts
+            except HermesError as exc:
+                error = exc.message
+            except Exception as exc:  # an unexpected failure still finishes the turn
+                log.exception("session %s turn %d failed", session_id, turn)
+                error = f"internal error: {exc}"
+            display = chat.version
+            if self.before_finish is not None:
+                await self.before_finish()
+            try:
+                ended = await self.write(
+                    lambda: turn_steps.end(
+                        engine,
+                        session_id,
+                        turn,
+                        messages=dicts,
+                        actor=actor,
+                        user_seqs=begun.seqs,
+                        display_version=display,
+                        error=error,
+                    ),
+                    pure=True,
+                )
+            except RpcError as exc:
+                log.error("session %s: cannot record turn %d: %s", session_id, turn, exc.message)
+                self.chats.pop(session_id, None)  # its window may hold what was not stored
+                return "stop"
+            self._after_write(session_id)
+        finally:  # what no commit has taken out yet (a failed end, no attached client)
+            self._release(session_id, self.subscribers.get(session_id))
+            self._held.pop(session_id, None)
         if ended.outcome == "completed" and not ended.transcript_moved:
             chat.recorded(dicts, ended.version)
         elif ended.transcript_moved:
             self.chats.pop(session_id, None)  # rebuilt from the log by its next turn
+        if ended.runnable and ended.head is not None:
+            self._heads[session_id] = ended.head
         # Nothing may start as of the commit: done, without reading the head again. An
         # admission committed after it resumes its submitter after this task has ended
         # (waiters resume in commit order), whose kick then starts a new worker.
@@ -567,6 +610,10 @@ class SessionAuthority:
         if not clients:
             return
         frame = p.encode(p.Notification(method="turn.stream", params=params))
+        held = self._held.get(session_id)
+        if held is not None:
+            held.append(frame)
+            return
         for client in list(clients):
             client.send(frame)
 
@@ -816,8 +863,8 @@ class SessionAuthority:
             if not turn:
                 raise RpcError(p.DRAINING, "the gateway is shutting down; submit again after it")
 
-        def admit() -> turns.Admission:
-            return turns.admit(
+        def admit() -> tuple[turns.Admission, SessionState]:
+            return turns.admit_with_head(
                 engine,
                 sid,
                 submission_id=params.submission_id,
@@ -834,10 +881,11 @@ class SessionAuthority:
             admit = trace.job(key, admit)
         answered: list[dict[str, Any]] = []
 
-        def admitted(admission: turns.Admission) -> None:
+        def admitted(outcome: tuple[turns.Admission, SessionState]) -> None:
             """In the writer's hand-back, on the loop: everything an admission does next,
             its answer included (written then and there: no task wake-up, no loop
             iteration waited for)."""
+            admission, head = outcome
             if trace is not None:
                 trace.mark(params.submission_id, "resumed")
                 client.traced = params.submission_id
@@ -847,14 +895,15 @@ class SessionAuthority:
             if sid not in client.sessions:
                 self.attach(client, sid)
             self._after_write(sid)
+            self._heads[sid] = head
             self.kick(sid)
             answered.append(msgspec.to_builtins(admission))
             client.answer_now(answered[0])
 
         # urgent: the submitter waits on this answer; turns' writes can wait
-        admission = await self.write(admit, urgent=True, pure=True, then=admitted)
+        outcome = await self.write(admit, urgent=True, pure=True, then=admitted)
         if not answered:  # (a writer without the hand-back callback)
-            admitted(admission)
+            admitted(outcome)
         return answered[0]
 
     def since(self, client: Client, params: p.SinceParams) -> dict[str, Any]:
@@ -988,6 +1037,7 @@ class SessionAuthority:
         for sid in session_ids:
             self.chats.pop(sid, None)
             self.published.pop(sid, None)
+            self._heads.pop(sid, None)
         return {
             "deleted": [d.session_id for d in done],
             "messages": sum(d.messages for d in done),

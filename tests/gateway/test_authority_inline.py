@@ -1,0 +1,162 @@
+"""The inline turn runner's hand-overs, in process on a real state.db: the streamed items of a
+turn answered on the loop go out with the turn's end, and the queue worker starts from the
+head the admission left instead of reading it back (only while that is still the head)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hermes_es.commands.group_engine import GroupCommitEngine
+from hermes_es.config import load_profile_config
+from hermes_es.gateway import protocol as p
+from hermes_es.gateway.authority import Client, SessionAuthority
+from hermes_es.gateway.identity import native
+from hermes_es.queries import turns as q
+
+
+def _run(tmp_path: Path, body: Any) -> Any:
+    """Run ``body(authority, make_client)`` on a fresh loop with an owner authority on a real
+    state.db and the offline responder; ``make_client(sink)`` makes a client whose frames
+    are appended, decoded, to ``sink``."""
+    home = tmp_path / "home"
+    (home / "profiles" / "default").mkdir(parents=True)
+
+    async def main() -> Any:
+        engine = GroupCommitEngine(tmp_path / "state.db", actor="gateway")
+        authority = SessionAuthority(
+            engine,
+            loaded=load_profile_config(home, "default"),
+            profile="default",
+            profile_dir=home / "profiles" / "default",
+            epoch=1,
+        )
+        principal = native(1000, profile="default", issuer="test", purpose="interactive")
+
+        def make_client(sink: list[dict[str, Any]]) -> Client:
+            return Client(principal, "cli", lambda frame: sink.append(json.loads(frame)))
+
+        try:
+            return await body(authority, make_client)
+        finally:
+            authority.close()
+            engine.close()
+
+    return asyncio.run(main())
+
+
+async def _turn(authority: SessionAuthority, client: Client, sid: str, sub: str) -> int:
+    admitted = await authority.submit(
+        client, p.SubmitParams(session_id=sid, submission_id=sub, text=f"prompt {sub}")
+    )
+    turn: int = admitted["turn"]
+    deadline = asyncio.get_running_loop().time() + 30
+    while not any(
+        e.type == "hermes.turn.finished" and e.event["turn"] == turn
+        for e in q.events_since(authority._read(), sid, 0)
+    ):
+        assert asyncio.get_running_loop().time() < deadline, "the turn did not finish"
+        await asyncio.sleep(0.01)
+    return turn
+
+
+def _kinds(frames: list[dict[str, Any]], turn: int) -> list[str]:
+    """What a client received from ``turn``'s admission to its finish, in order: stored event
+    types, and ``stream`` for a ``turn.stream`` item."""
+    out: list[str] = []
+    for frame in frames:
+        params = frame.get("params") or {}
+        if frame.get("method") == "turn.stream" and out:
+            out.append("stream")
+        elif frame.get("method") == "session.event":
+            kind, of = params["type"], params["event"].get("turn")
+            if out or (kind == "hermes.turn.admitted" and of == turn):
+                out.append(kind)
+            if kind == "hermes.turn.finished" and of == turn:
+                break
+    return out
+
+
+def test_an_inline_turns_stream_goes_out_with_its_end_before_the_reply(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn answered on the loop: both attached clients get, in this order, the turn's
+    start, the user's message, its ``turn.stream`` item, the reply and the finish; the item
+    is written only once the turn's end has committed (with the end's events, one burst)."""
+    monkeypatch.setenv("HERMES_RESPONDER", "offline")
+
+    async def body(authority: SessionAuthority, make_client: Any) -> None:
+        mine: list[dict[str, Any]] = []
+        theirs: list[dict[str, Any]] = []
+        submitter, watcher = make_client(mine), make_client(theirs)
+        sid = (await authority.create(submitter, p.CreateParams()))["session_id"]
+        authority.attach(watcher, sid)
+        await _turn(authority, submitter, sid, "first")  # threaded: builds the prompt
+        committed_when_streamed: list[bool] = []
+        plain = watcher.send
+
+        def watching(frame: bytes) -> None:
+            if b'"turn.stream"' in frame:  # is the turn's end in the log already?
+                events = q.events_since(authority._read(), sid, 0)
+                committed_when_streamed.append(events[-1].type == "hermes.turn.finished")
+            plain(frame)
+
+        watcher.send = watching
+        turn = await _turn(authority, submitter, sid, "second")
+        assert sid in authority.chats  # it ran inline (the chat was in memory)
+        expected = [
+            "hermes.turn.admitted",
+            "hermes.turn.started",
+            "hermes.message.appended",
+            "stream",
+            "hermes.message.appended",
+            "hermes.turn.finished",
+        ]
+        assert _kinds(mine, turn) == expected
+        assert _kinds(theirs, turn) == expected
+        assert committed_when_streamed == [True]
+        assert not authority._held  # nothing left held once the turn is over
+
+    _run(tmp_path, body)
+
+
+def test_the_queue_worker_starts_from_the_admissions_head_while_it_is_current(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After an admission the session's queue worker uses the head that admission left (no
+    read of the head for turns that run inline); a remembered head that is no longer the
+    committed one, or any on a team (another gateway may write the log), is read instead."""
+    monkeypatch.setenv("HERMES_RESPONDER", "offline")
+    reads: list[str] = []
+    read_head = q.head
+
+    def counted(conn: Any, session_id: str) -> Any:
+        reads.append(session_id)
+        return read_head(conn, session_id)
+
+    async def body(authority: SessionAuthority, make_client: Any) -> None:
+        client = make_client([])
+        sid = (await authority.create(client, p.CreateParams()))["session_id"]
+        await _turn(authority, client, sid, "first")
+        monkeypatch.setattr(q, "head", counted)
+        for n in range(3):
+            await _turn(authority, client, sid, f"inline {n}")
+        assert reads == []  # every worker started from the admission's head
+        stale = read_head(authority._read(), sid)
+        assert stale is not None
+        await authority.mutate(
+            client, "session.rename", p.MutateParams(session_id=sid, title="renamed")
+        )
+        reads.clear()
+        authority._heads[sid] = stale  # older than what was stored since
+        fresh = authority._known_head(sid)
+        assert reads == [sid] and fresh is not None and fresh.title == "renamed"
+        authority._heads[sid] = fresh
+        authority.fenced = True
+        assert authority._known_head(sid) == fresh and reads == [sid, sid]
+
+    _run(tmp_path, body)
