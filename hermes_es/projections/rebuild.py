@@ -25,6 +25,7 @@ from hermes_es.projections.catalog import (
 from hermes_es.projections.fts import register_tokenizer
 from hermes_es.projections.leftovers import REBUILD_PREFIX, rebuild_lock
 from hermes_es.projections.rebuild_reader import End, Ops, Reader
+from hermes_es.projections.rebuild_wal import RebuildCheckpoints
 from hermes_es.store.db import BUSY_TIMEOUT_MS, file_uri, read_transaction, write_transaction
 from hermes_es.store.decoding import decode_row
 from hermes_es.store.message_text import register_message_text
@@ -168,9 +169,14 @@ def rebuild(
     with rebuild_lock(db_path):
         conn = connect(db_path)
         fresh = ProjectionSet(REBUILD_PREFIX, bulk=True)
+        checkpoints = RebuildCheckpoints(conn, db_path)
         try:
             try:
-                count = _rebuild(db_path, conn, fresh, progress, reader)
+                checkpoints.start()
+                try:
+                    count = _rebuild(db_path, conn, fresh, progress, reader, checkpoints)
+                finally:
+                    checkpoints.stop()
             except BaseException:
                 drop_generation(conn, fresh)
                 raise
@@ -201,13 +207,14 @@ def _rebuild(
     fresh: ProjectionSet,
     progress: Progress | None,
     use_reader: bool | None,
+    checkpoints: RebuildCheckpoints | None = None,
 ) -> int:
     if use_reader is None:
         use_reader = (os.cpu_count() or 1) > 1 and _total(conn) >= READER_MIN_EVENTS
     for attempt in range(1, RACE_ATTEMPTS + 1):
         reader = Reader(db_path, fresh.prefix, BATCH) if use_reader else None
         try:
-            return _rebuild_once(conn, fresh, progress, reader)
+            return _rebuild_once(conn, fresh, progress, reader, checkpoints)
         except ReplayRaced:
             if attempt == RACE_ATTEMPTS:
                 raise
@@ -219,7 +226,11 @@ def _rebuild(
 
 
 def _rebuild_once(
-    conn: apsw.Connection, fresh: ProjectionSet, progress: Progress | None, reader: Reader | None
+    conn: apsw.Connection,
+    fresh: ProjectionSet,
+    progress: Progress | None,
+    reader: Reader | None,
+    checkpoints: RebuildCheckpoints | None = None,
 ) -> int:
     live = ProjectionSet()
     with conn:
@@ -232,6 +243,8 @@ def _rebuild_once(
         for changes in _log_batches(conn, 0):
             with conn:
                 replayer.feed(conn, changes)
+            if checkpoints is not None:
+                checkpoints.after_commit()
             if progress:
                 progress(replayer.count, max(total, replayer.count))
     else:
@@ -245,6 +258,8 @@ def _rebuild_once(
                     replayer.count += frame.count
                 else:
                     feed_from_heads(conn, replayer, _changes(frame.rows))  # type: ignore[arg-type]
+            if checkpoints is not None:
+                checkpoints.after_commit()
             if progress:
                 progress(replayer.count, max(total, replayer.count))
     with conn:
