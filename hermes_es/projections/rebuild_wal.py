@@ -43,8 +43,11 @@ class RebuildCheckpoints:
         """Times the background checkpointer was woken."""
         self.inline = 0
         """Checkpoints the writing thread ran itself (the backstop)."""
+        self.wal_pages = 0
+        """Pages in the WAL after the last commit (small again once the WAL restarted)."""
 
     def _hook(self, conn: apsw.Connection, name: str, pages: int) -> int:
+        self.wal_pages = pages
         if pages < self._asked:  # the WAL restarted from its beginning
             self._asked = 0
         if pages >= self._asked + WAKE_PAGES:
