@@ -3,7 +3,8 @@
 1. ``writer``: ``--sessions`` threads (default 32), each appending ``--messages`` messages to its
    own session, one use case per message, through the group-commit writer (in process, no
    sockets): messages committed per second, the process CPU time per message, the writer
-   thread's own CPU time per message and the use cases per commit (mean, p10/p50/p90, max);
+   thread's own CPU time per message, the use cases per commit (mean, p10/p50/p90, max) and
+   ``decided_ahead``, the share of use cases decided on their callers' threads and adopted;
    ``direct_wake_*``: the same with the writer waking its callers itself (no waker thread).
    Floors in the same run: raw APSW with one message (+ FTS row) per transaction and the raw batched
    insert (100 per transaction) as the ceiling; the embedded engine (one transaction per
@@ -202,9 +203,10 @@ class _DirectWakeWriter(GroupWriter):
 
 def _grouped(
     path: Path, sessions: int, messages: int, *, direct_wake: bool = False
-) -> tuple[float, float, float, int, int, dict[int, int]]:
+) -> tuple[float, float, float, int, int, dict[int, int], int]:
     """The appends through a group-commit engine: msg/s, process CPU µs/msg, writer thread
-    CPU µs/msg, commits, use cases, use cases per commit (counted from the first append)."""
+    CPU µs/msg, commits, use cases, use cases per commit, use cases decided on their
+    callers' threads and adopted by the writer (counted from the first append)."""
     grouped = GroupCommitEngine(path)
     if direct_wake:
         grouped.writer.stop()
@@ -216,11 +218,13 @@ def _grouped(
         def mark() -> None:  # the appends start: what the writer did so far is set-up
             at_start.update(cpu=_thread_cpu(tid), sizes=dict(grouped.writer.group_sizes))
             at_start.update(groups=grouped.writer.groups, jobs=grouped.writer.jobs)
+            at_start.update(adopted=grouped.writer.adopted)
 
         rate, cpu = _threads_append(grouped, sessions, messages, mark)
         writer_cpu = (_thread_cpu(tid) - at_start["cpu"]) / (sessions * messages) * 1e6
         groups = grouped.writer.groups - at_start["groups"]
         jobs = grouped.writer.jobs - at_start["jobs"]
+        adopted = grouped.writer.adopted - at_start["adopted"]
         sizes_before: dict[int, int] = at_start["sizes"]
         sizes = {
             k: v - sizes_before.get(k, 0)
@@ -229,7 +233,7 @@ def _grouped(
         }
     finally:
         grouped.close()
-    return rate, cpu, writer_cpu, groups, jobs, sizes
+    return rate, cpu, writer_cpu, groups, jobs, sizes, adopted
 
 
 def bench_writer(tmp: Path, sessions: int, messages: int) -> None:
@@ -237,7 +241,9 @@ def bench_writer(tmp: Path, sessions: int, messages: int) -> None:
     floor = _raw_floor(tmp / "raw1.db", n, 1)
     ceiling = _raw_floor(tmp / "raw100.db", n, 100)
     log(f"writer: raw floor {floor:,.0f}/s, batched ceiling {ceiling:,.0f}/s")
-    rate, cpu, writer_cpu, groups, jobs, sizes = _grouped(tmp / "group.db", sessions, messages)
+    rate, cpu, writer_cpu, groups, jobs, sizes, adopted = _grouped(
+        tmp / "group.db", sessions, messages
+    )
     direct = _grouped(tmp / "direct.db", sessions, messages, direct_wake=True)
     embedded = SessionEngine(tmp / "embedded.db")
     try:
@@ -260,6 +266,7 @@ def bench_writer(tmp: Path, sessions: int, messages: int) -> None:
         messages=n,
         use_cases_per_commit=round(jobs / max(groups, 1), 2),
         group_sizes=_size_summary(sizes),
+        decided_ahead=round(adopted / max(jobs, 1), 3),
         cpu_us_per_msg=round(cpu, 1),
         writer_thread_cpu_us_per_msg=round(writer_cpu, 1),
         floor_cpu_us_per_msg=round(floor_cpu, 1),
