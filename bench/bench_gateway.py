@@ -5,6 +5,7 @@
    sockets): messages committed per second, the process CPU time per message, the writer
    thread's own CPU time per message, the use cases per commit (mean, p10/p50/p90, max) and
    ``decided_ahead``, the share of use cases decided on their callers' threads and adopted;
+   ``writer_decides_*``: the same with every use case decided on the writer thread instead;
    ``direct_wake_*``: the same with the writer waking its callers itself (no waker thread).
    Floors in the same run: raw APSW with one message (+ FTS row) per transaction and the raw batched
    insert (100 per transaction) as the ceiling; the embedded engine (one transaction per
@@ -202,7 +203,12 @@ class _DirectWakeWriter(GroupWriter):
 
 
 def _grouped(
-    path: Path, sessions: int, messages: int, *, direct_wake: bool = False
+    path: Path,
+    sessions: int,
+    messages: int,
+    *,
+    direct_wake: bool = False,
+    decide_ahead: bool = True,
 ) -> tuple[float, float, float, int, int, dict[int, int], int]:
     """The appends through a group-commit engine: msg/s, process CPU µs/msg, writer thread
     CPU µs/msg, commits, use cases, use cases per commit, use cases decided on their
@@ -211,6 +217,7 @@ def _grouped(
     if direct_wake:
         grouped.writer.stop()
         grouped.writer = _DirectWakeWriter(grouped.store).start()
+    grouped.writer.decide_ahead = decide_ahead
     try:
         tid = _writer_tid(grouped)
         at_start: dict[str, Any] = {}
@@ -245,6 +252,7 @@ def bench_writer(tmp: Path, sessions: int, messages: int) -> None:
         tmp / "group.db", sessions, messages
     )
     direct = _grouped(tmp / "direct.db", sessions, messages, direct_wake=True)
+    behind = _grouped(tmp / "behind.db", sessions, messages, decide_ahead=False)
     embedded = SessionEngine(tmp / "embedded.db")
     try:
         plain, plain_cpu = _threads_append(embedded, sessions, messages)
@@ -275,6 +283,10 @@ def bench_writer(tmp: Path, sessions: int, messages: int) -> None:
         direct_wake_ratio=ratio(direct[0], floor),
         direct_wake_cpu_us_per_msg=round(direct[1], 1),
         direct_wake_writer_thread_cpu_us_per_msg=round(direct[2], 1),
+        writer_decides_msgs_per_s=round(behind[0], 1),
+        writer_decides_ratio=ratio(behind[0], floor),
+        writer_decides_cpu_us_per_msg=round(behind[1], 1),
+        writer_decides_writer_thread_cpu_us_per_msg=round(behind[2], 1),
         embedded_msgs_per_s=round(plain, 1),
         embedded_cpu_us_per_msg=round(plain_cpu, 1),
         vs_embedded=ratio(rate, plain),

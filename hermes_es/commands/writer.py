@@ -247,9 +247,13 @@ _WAKE = object()
 class GroupWriter:
     """The single writer of a store: ``call`` and ``submit`` use cases, committed in groups."""
 
-    def __init__(self, store: Store, *, max_group: int = MAX_GROUP) -> None:
+    def __init__(
+        self, store: Store, *, max_group: int = MAX_GROUP, decide_ahead: bool = True
+    ) -> None:
         self.store = store
         self.max_group = max_group
+        self.decide_ahead = decide_ahead
+        """Decide a thread caller's pure use case on its own thread first (``_prepare``)."""
         self._queue: queue.SimpleQueue[_Job | object] = queue.SimpleQueue()
         self._urgent: deque[_Job] = deque()
         """Short use cases a caller waits on (an admission): first into the next group."""
@@ -333,7 +337,7 @@ class GroupWriter:
         """On the caller's thread: decide a pure use case ahead of the writer where the store
         can (``Store.prepare``); the writer adopts it if the heads it used are still current.
         Not for ``submit_async``: its caller is an event loop, whose time is not spare."""
-        if job.pure:
+        if job.pure and self.decide_ahead:
             prepare = getattr(self.store, "prepare", None)
             if prepare is not None:
                 job.prepared = prepare(job.fn)

@@ -172,3 +172,19 @@ def test_a_use_case_decided_ahead_has_no_effect_until_the_writer_commits_it(
     assert _events(gce.db_path, a) == before
     assert gce.get(a).message_count == 1
     assert heard == []
+
+
+def test_with_deciding_ahead_off_the_writer_decides_every_use_case(tmp_path: Path) -> None:
+    """``decide_ahead=False``: nothing is decided on the callers' threads, the appends are
+    stored all the same."""
+    engine = GroupCommitEngine(tmp_path / "state.db", actor="uid:0")
+    try:
+        engine.writer.decide_ahead = False
+        a = engine.start_session("cli")
+        _warm(engine, a)
+        for n in range(5):
+            engine.append_message(a, "user", f"m{n}")
+        assert engine.writer.adopted == 0
+        assert [s for s, _ in _contents(engine.db_path, a)] == list(range(6))
+    finally:
+        engine.close()
