@@ -315,8 +315,9 @@ class GroupWriter:
     def runs_inline(self) -> bool:
         """True where a nested use case runs inline: on the writer thread, or inside a use
         case a caller's thread is deciding ahead of the writer (``Store.prepare``)."""
-        if self.on_writer_thread():
-            return True
+        return self.on_writer_thread() or self._speculating()
+
+    def _speculating(self) -> bool:
         speculating = getattr(self.store, "speculating", None)
         return speculating is not None and bool(speculating())
 
@@ -325,7 +326,7 @@ class GroupWriter:
     def _enqueue(self, job: _Job, urgent: bool) -> None:
         if self._thread is None:
             raise RuntimeError("the writer is not running")
-        if self.runs_inline():  # a use case decided ahead submits another: not decidable here
+        if self._speculating():  # a use case decided ahead submits another: not decidable here
             raise NeedsConnection
         if urgent and not job.alone:
             self._urgent.append(job)

@@ -188,3 +188,23 @@ def test_with_deciding_ahead_off_the_writer_decides_every_use_case(tmp_path: Pat
         assert [s for s, _ in _contents(engine.db_path, a)] == list(range(6))
     finally:
         engine.close()
+
+
+def test_a_use_case_that_submits_another_is_not_decided_ahead(gce: GroupCommitEngine) -> None:
+    """A pure use case that hands the writer another job is left to the writer (deciding it
+    ahead would queue that job before the use case is adopted); on the writer it runs and
+    queues its job as before."""
+    a = gce.start_session("cli")
+    _warm(gce, a)
+    queued: list[str] = []
+
+    def fn() -> int:
+        seq = SessionEngine.append_message(gce, a, "user", "with a follow-up")
+        gce.writer.submit(lambda: queued.append("ran"))
+        return seq
+
+    assert gce.store.prepare(fn) is None
+    assert gce.writer.call(fn, pure=True) == 1
+    gce.writer.call(lambda: None)  # the follow-up ran before this
+    assert queued == ["ran"]
+    assert _contents(gce.db_path, a) == [(0, "warm-up"), (1, "with a follow-up")]
