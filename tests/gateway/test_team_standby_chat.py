@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import re
+import signal
 import sys
 import time
 from pathlib import Path
@@ -114,6 +115,65 @@ def test_standby_chat_across_an_owner_kill9_stores_each_line_once_and_reports_un
             "after the takeover",
         ):
             assert slow_model.count(text) == 1, text
+        assert gw_b.terminate() == 0
+    finally:
+        if chat is not None and chat.isalive():
+            chat.terminate(force=True)
+        _stop(gw_a, gw_b)
+
+
+def test_standby_chat_line_sent_while_the_owner_is_frozen_runs_once_after_the_takeover(
+    tmp_path: Path, slow_model: SlowModel, pg_url: str
+) -> None:
+    """``hermes`` on a pty on the standby's host sends a line while the owner is frozen
+    (SIGSTOP: it still holds the lock, so nothing runs the turn): the standby admits it and
+    the chat waits, asking nothing; the owner is then SIGKILLed, the standby takes over and
+    its recovery runs that admitted (never started) turn: the reply is drawn once, the line
+    is admitted once and the model saw it once."""
+    home_a = _plain_host(tmp_path, "host-a", slow_model, pg_url)
+    home_b = _plain_host(tmp_path, "host-b", slow_model, pg_url)
+    env_b = _env(home_b)
+    gw_a, gw_b = GatewayProcess(home_a, _env(home_a)), GatewayProcess(home_b, env_b)
+    chat: pexpect.spawn | None = None
+    try:
+        assert gw_a.start().endpoint.role == "owner"
+        handle_b = gw_b.start()
+        assert handle_b.endpoint.role == "standby"
+        chat = pexpect.spawn(
+            sys.executable,
+            ["-c", ENTRY],
+            env=env_b,
+            cwd=str(home_b),
+            encoding="utf-8",
+            timeout=30,
+            dimensions=(50, 200),
+        )
+        transcript = io.StringIO()
+        chat.logfile_read = transcript
+        chat.expect(r"Session (\S+) \(through the gateway\)")
+        sid = chat.match.group(1)
+        chat.expect_exact("› ")
+        assert gw_a.proc is not None
+        gw_a.proc.send_signal(signal.SIGSTOP)
+        chat.sendline("while the owner is frozen")
+        time.sleep(1.5)  # admitted by the standby; the frozen owner runs nothing
+        assert slow_model.count("while the owner is frozen") == 0
+        gw_a.kill9()
+        _wait_role(home_b, "owner", 15.0)
+        chat.expect_exact("echo: while the owner is frozen")
+        chat.expect_exact("› ")
+        chat.sendline("/exit")
+        chat.expect_exact(f"Resume with: hermes --resume {sid}")
+        chat.expect(pexpect.EOF)
+        chat.close()
+        assert chat.exitstatus == 0
+        drawn = transcript.getvalue()
+        assert drawn.count("echo: while the owner is frozen") == 1, drawn
+        assert not RESEND_WORDS.search(drawn) and "is unknown" not in drawn, drawn
+        assert "Traceback" not in drawn
+        with handle_b.connect() as conn:
+            assert _admitted_texts(conn, sid) == ["while the owner is frozen"]
+        assert slow_model.count("while the owner is frozen") == 1
         assert gw_b.terminate() == 0
     finally:
         if chat is not None and chat.isalive():
