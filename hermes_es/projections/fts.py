@@ -204,8 +204,16 @@ def runs(utf8: bytes, tokens: Sequence[Token]) -> list[tuple[int, int]]:
     if len(tokens) < 2 or not _may_have_runs(utf8):
         return found
     first = 0
+    end = tokens[0][1]
+    space = _SPACE
     for i in range(1, len(tokens)):
-        if not _joined(utf8, tokens[i - 1][1], tokens[i][0]):
+        start, next_end, _ = tokens[i][:3]
+        if start - end == 1:  # the common case inlined: one byte between
+            joined = utf8[end] not in space
+        else:
+            joined = _joined(utf8, end, start)
+        end = next_end
+        if not joined:
             if i - first >= 2:
                 found.append((first, i))
             first = i
