@@ -208,10 +208,8 @@ def runs(utf8: bytes, tokens: Sequence[Token]) -> list[tuple[int, int]]:
     space = _SPACE
     for i in range(1, len(tokens)):
         start, next_end, _ = tokens[i][:3]
-        if start - end == 1:  # the common case inlined: one byte between
-            joined = utf8[end] not in space
-        else:
-            joined = _joined(utf8, end, start)
+        # The common case inlined: one byte between the two tokens.
+        joined = utf8[end] not in space if start - end == 1 else _joined(utf8, end, start)
         end = next_end
         if not joined:
             if i - first >= 2:
