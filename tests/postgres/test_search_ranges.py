@@ -88,6 +88,7 @@ def test_ranges_find_the_newest_matches(
     too; a term in many more rows than wanted is read by bounded ranges."""
     conn = engine.store.connection()
     monkeypatch.setattr(search, "MAX_RANGE_ROWS", 8)
+    monkeypatch.setattr(search, "MAX_LOSSY_ROWS", 8)
     monkeypatch.setattr(search, "ROW_SHARE", row_share)
     monkeypatch.setattr(search, "WALK_SHARE", 2.0)  # every term read by ranges
     calls: list[tuple[int | None, bool]] = []

@@ -408,8 +408,12 @@ RANGE_OVERSHOOT = 1.3
 """An id range is sized for this many times the matches still wanted, at the estimated (then
 the seen) share of matching rows."""
 MAX_RANGE_ROWS = 150_000
-"""Most rows the first id range covers (an underestimated term reads at most its share of
-them); each next range may be four times the one before."""
+"""Most rows the first id range from the primary key covers (its bitmap costs per row of the
+range); each next range may be four times the one before."""
+MAX_LOSSY_ROWS = 1_000_000
+"""Most rows the first id range from the BRIN index covers (its bitmap is nearly free, and a
+second range would build the GIN bitmap again; the range is bounded anyway by the smallest
+listed share, below which a term is read whole); each next one may be four times as many."""
 WHOLE_REST = 1.5
 """When the rows left are expected to hold at most this many times the matches still
 wanted, the last range takes them all (no lower bound)."""
@@ -499,15 +503,19 @@ def newest_matches(
 
     - at ``WALK_SHARE`` or more, the primary key is walked backwards (one statement);
     - else the newest id range expected to hold ``RANGE_OVERSHOOT`` times the matches wanted
-      (at most ``MAX_RANGE_ROWS`` rows) is read as the GIN bitmap ANDed with the primary key's
-      bitmap of the range, which is exact: only the range's matches are fetched; when it holds
-      too few, the next older range is sized from the share seen so far (at most four times
-      the one before), and when the rest of the store is expected to hold few more than
-      wanted, it is read whole; so is a term rarer than every lexeme the statistics list
-      (in fewer than their smallest share of the rows).
+      is read as the GIN bitmap ANDed with a bitmap of the range (``_range``): the primary
+      key's, exact, from ``ROW_SHARE`` up (at most ``MAX_RANGE_ROWS`` rows), else the BRIN
+      index's, lossy (at most ``MAX_LOSSY_ROWS``), so only the range's matches (and the rows
+      sharing their pages) are fetched; when it holds too few, the next older range is sized
+      from the share seen so far (each cap four times the one before), and when the rest of
+      the store is expected to hold few more than wanted, it is read whole;
+    - a term rarer than every lexeme the statistics list (in fewer than their smallest share
+      of the rows), or whose matches are all expected to be about as many as wanted, is one
+      statement over every match (``_every_match``).
 
-    A store of ``big`` rows or fewer, or one without statistics, is one statement
-    (``_one_statement``). Only the matches kept are scored (``ts_rank``).
+    A query with a prefix term takes ``candidates``' slices (the statistics underestimate a
+    prefix). A store of ``big`` rows or fewer, or one without statistics, is one statement
+    (``_every_match``). Only the matches kept are scored (``ts_rank``).
     """
     bounds = _bounds(conn, below)
     if bounds is None:
@@ -524,10 +532,12 @@ def newest_matches(
         found = _slice(conn, query, None, top, size, walk=True)
         return sorted((-score, mid) for mid, score in found)
     found = []
-    hi, seen, cap = top, 0.0, float(MAX_RANGE_ROWS)
+    hi, seen, grown = top, 0.0, 1.0
     while True:
         wanted = size - len(found)
         rest = (hi - bottom + 1) * density
+        exact = share >= ROW_SHARE
+        cap = grown * (MAX_RANGE_ROWS if exact else MAX_LOSSY_ROWS)
         rows = min(RANGE_OVERSHOOT * wanted / max(share, 1e-9), cap)
         start = hi - int(rows / density) + 1
         lo: int | None = start
@@ -535,12 +545,12 @@ def newest_matches(
             if not found:  # every match: the planner's own plan, seeing the terms
                 return _every_match(conn, query, below, size)
             lo = None
-        found += _range(conn, query, lo, hi, wanted, exact=share >= ROW_SHARE)
+        found += _range(conn, query, lo, hi, wanted, exact=exact)
         if len(found) >= size or lo is None:
             break
         seen += (hi - lo + 1) * density
         share = max(len(found), 0.5) / seen
-        cap *= 4
+        grown *= 4
         hi = lo - 1
     return sorted((-score, mid) for mid, score in found[:size])
 
