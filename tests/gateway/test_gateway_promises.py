@@ -219,7 +219,14 @@ def test_resume_by_id_prefix_title_latest_and_workspace(
     handle = gateway.start()
     with handle.connect() as conn:
         assert conn.call("session.resume", {"ref": titled})["session_id"] == titled
-        assert conn.call("session.resume", {"ref": titled[:17]})["session_id"] == titled
+        # The shortest prefix of ``titled`` that ``in_work`` does not share: two ids made
+        # in the same second share their time part and may share more.
+        shared = next(
+            (i for i, (a, b) in enumerate(zip(titled, in_work, strict=False)) if a != b),
+            min(len(titled), len(in_work)),
+        )
+        prefix = titled[: max(shared + 1, 17)]
+        assert conn.call("session.resume", {"ref": prefix})["session_id"] == titled
         assert conn.call("session.resume", {"ref": "named one"})["session_id"] == titled
         assert conn.call("session.resume", {"ref": "latest"})["session_id"] == in_work
         assert conn.call("session.resume", {"workspace": str(work)})["session_id"] == in_work
