@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -72,11 +74,57 @@ def _drop_seq_index(conn: apsw.Connection) -> None:
     _add_indexes(conn)
 
 
+UPGRADE_PROGRESS_MIN = 50_000
+"""Message rows from which an upgrade that reads every message reports progress on stderr."""
+
+REINDEX_BATCH = 20_000
+"""Message rows indexed again between two progress reports of the layout-11 upgrade."""
+
+
+def _upgrade_progress(what: str, total: int) -> Callable[[int], None]:
+    """A reporter of ``done`` out of ``total`` for an upgrade run on open: a line on stderr
+    at most every 2 seconds and at the end, for stores of ``UPGRADE_PROGRESS_MIN`` rows or
+    more (nothing for small stores). An upgrade runs once, inside the opening transaction."""
+    if total < UPGRADE_PROGRESS_MIN:
+        return lambda done: None
+    last = [0.0]
+
+    def report(done: int) -> None:
+        now = time.monotonic()
+        if done < total and now - last[0] < 2.0:
+            return
+        last[0] = now
+        sys.stderr.write(f"hermes: {what}: {done:,} of {total:,} messages\n")
+        sys.stderr.flush()
+
+    sys.stderr.write(f"hermes: {what}, once, {total:,} messages\n")
+    return report
+
+
 def _reindex_fts(conn: apsw.Connection) -> None:
-    """Layout 11: the full-text index gained identifier tokens; FTS5's ``rebuild`` indexes
-    every message row's text again (read from the log through the ``messages`` view, the rows
-    the index already covered), no replay of the projections."""
-    conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')")
+    """Layout 11: the full-text index gained identifier tokens. The index is emptied and
+    every message row's text indexed again in id order, ``REINDEX_BATCH`` rows at a time (read
+    from the log through the ``messages`` view, the rows the index already covered, as FTS5's
+    own ``rebuild`` would), with progress; no replay of the projections."""
+    total = conn.execute("SELECT count(*) FROM message_rows").fetchall()[0][0]
+    report = _upgrade_progress("re-indexing the message text for search (layout 11)", total)
+    conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('delete-all')")
+    low, done = -1, 0
+    while True:
+        count, high = conn.execute(
+            "SELECT count(*), max(id) FROM"
+            " (SELECT id FROM message_rows WHERE id > ? ORDER BY id LIMIT ?)",
+            (low, REINDEX_BATCH),
+        ).fetchall()[0]
+        if not count:
+            break
+        conn.execute(
+            "INSERT INTO messages_fts(rowid, content)"
+            " SELECT id, content FROM messages WHERE id > ? AND id <= ? ORDER BY id",
+            (low, high),
+        )
+        low, done = high, done + count
+        report(done)
 
 
 UPGRADES: dict[int, Callable[[apsw.Connection], None]] = {

@@ -168,9 +168,8 @@ def test_deleted_identifier_tokens_are_gone(tmp_path: Path) -> None:
         assert b"zqxident_77231" not in f.read_bytes(), f.name
 
 
-def test_layout_10_store_is_reindexed_on_open(store: Path) -> None:
-    """A layout-10 store (index without identifier tokens) gets them when opened: the old
-    messages are found by an identifier prefix, with no replay of the projections."""
+def _as_layout_10(store: Path) -> None:
+    """Turn ``store`` into a layout-10 one: its index holds the words only."""
     conn = connect(store)
     conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('delete-all')")
     rows = conn.execute("SELECT id, content FROM messages").fetchall()
@@ -181,8 +180,16 @@ def test_layout_10_store_is_reindexed_on_open(store: Path) -> None:
         words = " ".join(t[2] for t in tok(text.encode(), apsw.FTS5_TOKENIZE_DOCUMENT, None))
         conn.execute("INSERT INTO messages_fts(rowid, content) VALUES (?, ?)", (rowid, words))
     assert not any(t.startswith("\x1f") for t in _vocab(conn))
-    heads = conn.execute("SELECT count(*) FROM sessions").fetchall()
     conn.execute("PRAGMA user_version = 10")
+    conn.close()
+
+
+def test_layout_10_store_is_reindexed_on_open(store: Path) -> None:
+    """A layout-10 store (index without identifier tokens) gets them when opened: the old
+    messages are found by an identifier prefix, with no replay of the projections."""
+    _as_layout_10(store)
+    conn = connect(store, readonly=True)
+    heads = conn.execute("SELECT count(*) FROM sessions").fetchall()
     conn.close()
     assert len(_seqs(store, "fenlocalex_4")) == 2
     conn = connect(store)
@@ -194,4 +201,30 @@ def test_layout_10_store_is_reindexed_on_open(store: Path) -> None:
     finally:
         conn.close()
     diffs = verify(store)  # the upgraded index equals one a rebuild writes
+    assert diffs and all(d.equal for d in diffs), diffs
+
+
+def test_layout_11_upgrade_reports_progress_and_indexes_every_row(
+    store: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The layout-11 re-index of a big store says on stderr what it does and how far it is,
+    batch by batch, and ends with every row indexed once (as FTS5's own rebuild would)."""
+    from hermes_es.projections import catalog
+
+    _as_layout_10(store)
+    monkeypatch.setattr(catalog, "UPGRADE_PROGRESS_MIN", 1)
+    monkeypatch.setattr(catalog, "REINDEX_BATCH", 2)
+    capsys.readouterr()
+    conn = connect(store)
+    try:
+        rows = conn.execute("SELECT count(*) FROM message_rows").fetchall()[0][0]
+        conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('integrity-check')")
+        assert "\x1ffenlocalex_44364" in _vocab(conn)
+    finally:
+        conn.close()
+    err = capsys.readouterr().err
+    assert rows == len(TEXTS) > 2
+    assert f"search (layout 11), once, {rows:,} messages\n" in err
+    assert f": {rows:,} of {rows:,} messages" in err
+    diffs = verify(store)
     assert diffs and all(d.equal for d in diffs), diffs
