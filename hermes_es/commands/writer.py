@@ -248,12 +248,14 @@ class GroupWriter:
     """The single writer of a store: ``call`` and ``submit`` use cases, committed in groups."""
 
     def __init__(
-        self, store: Store, *, max_group: int = MAX_GROUP, decide_ahead: bool = True
+        self, store: Store, *, max_group: int = MAX_GROUP, decide_ahead: bool = False
     ) -> None:
         self.store = store
         self.max_group = max_group
         self.decide_ahead = decide_ahead
-        """Decide a thread caller's pure use case on its own thread first (``_prepare``)."""
+        """Decide a thread caller's pure use case on its own thread first (``_prepare``).
+        Off by default: on a quiet 2-core machine the writer deciding every use case itself
+        committed more messages a second (bench/README.md, "Writer, session 6")."""
         self._queue: queue.SimpleQueue[_Job | object] = queue.SimpleQueue()
         self._urgent: deque[_Job] = deque()
         """Short use cases a caller waits on (an admission): first into the next group."""

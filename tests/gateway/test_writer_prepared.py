@@ -20,8 +20,9 @@ from hermes_es.store.db import open_db
 
 @pytest.fixture
 def gce(tmp_path: Path) -> Iterator[GroupCommitEngine]:
-    """A group-commit engine on a real state.db."""
+    """A group-commit engine on a real state.db, deciding thread callers' use cases ahead."""
     engine = GroupCommitEngine(tmp_path / "state.db", actor="uid:0")
+    engine.writer.decide_ahead = True
     yield engine
     engine.close()
 
@@ -175,11 +176,11 @@ def test_a_use_case_decided_ahead_has_no_effect_until_the_writer_commits_it(
 
 
 def test_with_deciding_ahead_off_the_writer_decides_every_use_case(tmp_path: Path) -> None:
-    """``decide_ahead=False``: nothing is decided on the callers' threads, the appends are
-    stored all the same."""
+    """``decide_ahead=False`` (the default): nothing is decided on the callers' threads, the
+    appends are stored all the same."""
     engine = GroupCommitEngine(tmp_path / "state.db", actor="uid:0")
     try:
-        engine.writer.decide_ahead = False
+        assert engine.writer.decide_ahead is False
         a = engine.start_session("cli")
         _warm(engine, a)
         for n in range(5):
