@@ -13,6 +13,7 @@ from hermes_es.store.postgres import search
 from hermes_es.store.postgres.lexeme_shares import LexemeShares, lexeme_shares
 from hermes_es.store.postgres.tokens import index_query, search_terms
 from tests.pg_server import PgServer
+from tests.postgres.search_reference import analyzed_store, whole_index
 
 MESSAGES = 300
 
@@ -36,30 +37,8 @@ def _text(i: int) -> str:
 @pytest.fixture(scope="module")
 def engine(pg_server: PgServer) -> Iterator[SessionEngine]:
     """A PostgreSQL store of MESSAGES messages with terms of every frequency, analyzed."""
-    url = pg_server.database()
-    eng = SessionEngine.open(url, actor="test")
-    try:
-        sid = eng.start_session("cli", cwd="")
-        for i in range(MESSAGES):
-            eng.append_message(sid, "user", _text(i))
-        eng.store.connection().execute_pg("ANALYZE messages_fts")
+    with analyzed_store(pg_server, MESSAGES, _text) as eng:
         yield eng
-    finally:
-        eng.close()
-        pg_server.drop(url)
-
-
-def _everything(conn: Any, query: str, below: int | None, size: int) -> list[tuple[float, int]]:
-    """The reference: one statement over the whole index with the full match query."""
-    q = search.Query.of(query)
-    assert q is not None
-    sql = "SELECT id, -ts_rank(tsv, %s::tsquery) FROM messages_fts WHERE tsv @@ %s::tsquery"
-    params: list[object] = [q.rank, q.match]
-    if below is not None:
-        sql += " AND id < %s"
-        params.append(below)
-    rows = conn.execute_pg(sql + " ORDER BY id DESC LIMIT %s", [*params, size]).fetchall()
-    return sorted((float(score), int(mid)) for mid, score in rows)
 
 
 QUERIES = [
@@ -99,12 +78,12 @@ def test_ranges_find_the_newest_matches(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(search, "_range", counted)
-    newest = _everything(conn, query, None, 1)
+    newest = whole_index(conn, query, None, 1)
     for below in (None, newest[0][1] if newest else None):
         tsq = search.Query.of(query)
         assert tsq is not None
         got = search.newest_matches(conn, tsq, below, size, big=0)
-        want = _everything(conn, query, below, size)
+        want = whole_index(conn, query, below, size)
         assert [m for _, m in got] == [m for _, m in want]
         assert [s for s, _ in got] == pytest.approx([s for s, _ in want])
     if query in ("sevens", "chat-send", "src/main.py") and size <= 5:
@@ -120,7 +99,7 @@ def test_ranges_inside_a_transaction(engine: SessionEngine) -> None:
         assert tsq is not None
         with conn.transaction():
             inside = search.newest_matches(conn, tsq, None, 40, big=0)
-        assert inside == _everything(conn, query, None, 40)
+        assert inside == whole_index(conn, query, None, 40)
 
 
 def test_search_messages_defaults_to_ranges(engine: SessionEngine) -> None:
@@ -176,4 +155,4 @@ def test_a_frequent_term_walks_the_primary_key(
     assert tsq is not None
     got = search.newest_matches(conn, tsq, None, 40, big=0)
     assert walks == [True]
-    assert got == _everything(conn, "common", None, 40)
+    assert got == whole_index(conn, "common", None, 40)

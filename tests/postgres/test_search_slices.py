@@ -12,6 +12,7 @@ from hermes_es.commands.engine import SessionEngine
 from hermes_es.queries.search import search_messages
 from hermes_es.store.postgres import search
 from tests.pg_server import PgServer
+from tests.postgres.search_reference import analyzed_store, whole_index
 
 MESSAGES = 240
 
@@ -36,30 +37,8 @@ def _text(i: int) -> str:
 @pytest.fixture(scope="module")
 def engine(pg_server: PgServer) -> Iterator[SessionEngine]:
     """A PostgreSQL store of MESSAGES messages with terms of every frequency, analyzed."""
-    url = pg_server.database()
-    eng = SessionEngine.open(url, actor="test")
-    try:
-        sid = eng.start_session("cli", cwd="")
-        for i in range(MESSAGES):
-            eng.append_message(sid, "user", _text(i))
-        eng.store.connection().execute_pg("ANALYZE messages_fts")
+    with analyzed_store(pg_server, MESSAGES, _text) as eng:
         yield eng
-    finally:
-        eng.close()
-        pg_server.drop(url)
-
-
-def _everything(conn: Any, query: str, below: int | None, size: int) -> list[tuple[float, int]]:
-    """The reference: one statement over the whole index, newest ``size`` matches."""
-    q = search.Query.of(query)
-    assert q is not None
-    sql = "SELECT id, -ts_rank(tsv, %s::tsquery) FROM messages_fts WHERE tsv @@ %s::tsquery"
-    params: list[object] = [q.rank, q.match]
-    if below is not None:
-        sql += " AND id < %s"
-        params.append(below)
-    rows = conn.execute_pg(sql + " ORDER BY id DESC LIMIT %s", [*params, size]).fetchall()
-    return sorted((float(score), int(mid)) for mid, score in rows)
 
 
 QUERIES = [
@@ -92,10 +71,10 @@ def test_slices_find_the_newest_matches(
     monkeypatch.setattr(search, "_slice", counted)
     tsq = search.Query.of(query)
     assert tsq is not None
-    for below in (None, _everything(conn, query, None, 1)[0][1]):
+    for below in (None, whole_index(conn, query, None, 1)[0][1]):
         got = search.candidates(conn, tsq, below, size, first_slice=8, sliced=True)
         whole = search.candidates(conn, tsq, below, size, sliced=False)
-        want = _everything(conn, query, below, size)
+        want = whole_index(conn, query, below, size)
         assert [m for _, m in got] == [m for _, m in want]
         assert [s for s, _ in got] == pytest.approx([s for s, _ in want])
         assert [m for _, m in whole] == [m for _, m in want]
@@ -132,4 +111,4 @@ def test_slices_inside_a_transaction(engine: SessionEngine) -> None:
         outside = search.candidates(conn, tsq, None, 40, first_slice=8, sliced=True)
         with conn.transaction():
             inside = search.candidates(conn, tsq, None, 40, first_slice=8, sliced=True)
-        assert inside == outside == _everything(conn, query, None, 40)
+        assert inside == outside == whole_index(conn, query, None, 40)

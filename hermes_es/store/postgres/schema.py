@@ -149,9 +149,7 @@ def ensure_schema(datastore: PostgresDatastore, recorder: PostgresApplicationRec
                 from hermes_es.store.postgres.search import reindex
 
                 reindex(curs)
-            elif upgrade == "same":
-                pass  # the tables are the current layout's already
-            else:
+            elif upgrade != "same":  # "same": the tables are the current layout's already
                 live = PgProjectionSet()
                 if version:
                     for table in live.tables():
