@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install demo test test-slow lint bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py hermes_es/projections/_hermes_fts5.c
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test,lint]'
@@ -31,4 +31,4 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.run
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info hermes_es/projections/_hermes_fts5*.so

@@ -68,7 +68,11 @@ def run_doctor(
     """Check the store and the config of the profile living in ``profile_dir``."""
     db_path = profile_dir / STATE_DB_NAME
     config_path = profile_dir / CONFIG_NAME
-    findings = [*check_store(db_path, full=full), *check_config(config_path, environ)]
+    findings = [
+        *check_store(db_path, full=full),
+        check_tokenizer(),
+        *check_config(config_path, environ),
+    ]
     return DoctorReport(
         profile_dir=str(profile_dir),
         db_path=str(db_path),
@@ -355,6 +359,42 @@ def _fts(db_path: Path) -> Iterator[Finding]:
         level="error",
         message=f"search index disagrees with the stored messages ({problem})",
         fix=REBUILD_FIX + " (this rebuilds the search index too)",
+    )
+
+
+def check_tokenizer() -> Finding:
+    """Which build of the ``hermes`` search tokenizer this install registers (same tokens:
+    the compiled one indexes several times faster)."""
+    from hermes_es.projections.fts import (
+        TOKENIZER_ENV,
+        compiled_library,
+        tokenizer_build,
+        tokenizer_load_error,
+    )
+
+    check = "search.tokenizer"
+    library = compiled_library()
+    if tokenizer_build() == "c":
+        return Finding(check=check, level="ok", message=f"compiled tokenizer ({library})")
+    error = tokenizer_load_error()
+    if error is not None:
+        return Finding(
+            check=check,
+            level="warning",
+            message=f"the compiled tokenizer failed to load ({error}); using the Python one",
+            fix="reinstall hermes_es (pip install) so the tokenizer is built for this SQLite",
+        )
+    if library is not None:
+        return Finding(
+            check=check,
+            level="info",
+            message=f"Python tokenizer ({TOKENIZER_ENV}=python); the compiled one is built",
+        )
+    return Finding(
+        check=check,
+        level="info",
+        message="Python tokenizer: the compiled one was not built (slower indexing, same tokens)",
+        fix="reinstall hermes_es with a C compiler and SQLite's headers (Debian: libsqlite3-dev)",
     )
 
 

@@ -6,14 +6,23 @@ with byte offsets into the original text. CJK writing has no spaces between word
 what lets a two-character query find a word inside a long sentence: the query is a phrase, and
 FTS5 matches the phrase's characters as adjacent tokens. Text without CJK characters goes
 through ``unicode61`` untouched: ASCII text costs one ``isascii()`` check, other text one
-``isascii()`` per token.
+``isascii()`` per token. Document mode adds colocated identifier tokens (``with_identifiers``).
+
+Two builds give the same tokens: this module's (the reference), and ``_hermes_fts5.c``, an
+SQLite loadable extension built at install time so no Python runs per indexed row.
+``register_tokenizer`` registers the compiled one when it is built (``tokenizer_build``) and
+this one otherwise; an index written by either is read by the other.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import re
 from collections.abc import Callable, Iterable, Sequence
+from functools import cache
+from importlib.machinery import EXTENSION_SUFFIXES
+from pathlib import Path
 from typing import Any, cast
 
 import apsw
@@ -251,9 +260,71 @@ def _factory(connection: apsw.Connection, args: list[str]) -> Tokenizer:
     return tokenize
 
 
+COMPILED_ENTRY_POINT = "sqlite3_hermesfts_init"
+"""Init function of the compiled tokenizer (``_hermes_fts5.c``, an SQLite loadable extension)."""
+COMPILED_MARKER = "hermes_tokenizer_build"
+"""SQL function the compiled tokenizer registers beside it: ``SELECT hermes_tokenizer_build()``
+is ``'c'`` on a connection that has it."""
+TOKENIZER_ENV = "HERMES_FTS_TOKENIZER"
+"""Set to ``python`` to register the Python tokenizer even when the compiled one is built (to
+compare the two; both give the same tokens)."""
+
+
+@cache
+def compiled_library() -> Path | None:
+    """The compiled ``hermes`` tokenizer built at install time, or None when it was not built
+    (no C compiler or no ``sqlite3ext.h`` at install time)."""
+    here = Path(__file__).parent
+    for suffix in EXTENSION_SUFFIXES:
+        path = here / f"_hermes_fts5{suffix}"
+        if path.is_file():
+            return path
+    return None
+
+
+_load_errors: list[str] = []
+
+
+def tokenizer_build() -> str:
+    """Which tokenizer ``register_tokenizer`` registers: ``"c"`` (the compiled one) or
+    ``"python"`` (this module's; the compiled one is missing, failed to load, or
+    ``HERMES_FTS_TOKENIZER=python``)."""
+    if os.environ.get(TOKENIZER_ENV, "").lower() == "python":
+        return "python"
+    return "c" if compiled_library() is not None and not _load_errors else "python"
+
+
+def tokenizer_load_error() -> str | None:
+    """Why the compiled tokenizer failed to load in this process (None: it did not fail)."""
+    return _load_errors[0] if _load_errors else None
+
+
+def load_compiled_tokenizer(conn: apsw.Connection, library: Path) -> None:
+    """Register the compiled ``hermes`` tokenizer on ``conn`` from ``library``."""
+    conn.enable_load_extension(True)
+    try:
+        conn.load_extension(str(library), COMPILED_ENTRY_POINT)
+    finally:
+        conn.enable_load_extension(False)
+
+
+def register_python_tokenizer(conn: apsw.Connection, name: str = TOKENIZER_NAME) -> None:
+    """Register this module's ``hermes`` tokenizer on ``conn`` as ``name`` (the reference the
+    compiled one is tested against; the fallback when it is missing)."""
+    conn.register_fts5_tokenizer(name, _factory)
+
+
 def register_tokenizer(conn: apsw.Connection) -> None:
-    """Register the ``hermes`` tokenizer on ``conn`` (needed by every connection using FTS)."""
-    conn.register_fts5_tokenizer(TOKENIZER_NAME, _factory)
+    """Register the ``hermes`` tokenizer on ``conn`` (needed by every connection using FTS):
+    the compiled one when it is built, else the Python one (same tokens; ``tokenizer_build``)."""
+    library = compiled_library()
+    if library is not None and tokenizer_build() == "c":
+        try:
+            load_compiled_tokenizer(conn, library)
+            return
+        except apsw.Error as exc:
+            _load_errors.append(f"{library}: {exc}")
+    register_python_tokenizer(conn)
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

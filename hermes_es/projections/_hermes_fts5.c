@@ -1,0 +1,581 @@
+/*
+** The `hermes` FTS5 tokenizer as an SQLite loadable extension.
+**
+** The same tokens as the Python tokenizer in fts.py (its reference), so no Python runs per row:
+** SQLite's `unicode61` (`remove_diacritics 2` plus the `tokenize=` arguments), then
+**   - a token holding CJK characters is split so each CJK character is its own token (byte
+**     offsets into the input) and each run of other characters is tokenized again;
+**   - document mode: each token of a run of tokens joined by 1-3 bytes of punctuation gets a
+**     colocated identifier token (0x1f, then the run's text from that token on, 48 characters);
+**   - query mode: a text starting with 0x1f is one token as it is.
+** Token texts are what the Python tokenizer hands FTS5: its strings come from apsw decoding
+** UTF-8 with errors="replace", so a byte sequence that is not UTF-8 becomes U+FFFD here too
+** (Python's maximal-subpart rule), and characters are counted as Python counts them.
+**
+** Entry point: sqlite3_hermesfts_init. Uses the stable extension API and the version 1
+** fts5 tokenizer API (found through SELECT fts5(?1)).
+*/
+#include <sqlite3ext.h>
+SQLITE_EXTENSION_INIT1
+
+#include <stdint.h>
+#include <string.h>
+
+#define MARK 0x1f
+#define IDENTIFIER_CHARS 48
+#define JOINER_BYTES 3
+
+/* ---------------------------------------------------------------- UTF-8 as Python reads it */
+
+/* The sequence at z (n bytes left): its length (1-4) and code point when it is valid UTF-8
+** (strict: no overlong forms, surrogates or code points past U+10FFFF), else minus the length
+** of its maximal invalid subpart, which Python replaces by one U+FFFD. */
+static int utf8_next(const unsigned char *z, int n, uint32_t *cp) {
+  unsigned c = z[0];
+  unsigned lo = 0x80, hi = 0xbf;
+  int need, i;
+  if (c < 0x80) {
+    *cp = c;
+    return 1;
+  }
+  if (c >= 0xc2 && c <= 0xdf) {
+    need = 1;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    need = 2;
+    if (c == 0xe0) lo = 0xa0;
+    if (c == 0xed) hi = 0x9f;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    need = 3;
+    if (c == 0xf0) lo = 0x90;
+    if (c == 0xf4) hi = 0x8f;
+  } else {
+    return -1;
+  }
+  for (i = 1; i <= need; i++) {
+    unsigned b;
+    if (i >= n) return -i;
+    b = z[i];
+    if (b < lo || b > hi) return -i;
+    lo = 0x80;
+    hi = 0xbf;
+  }
+  if (need == 1) {
+    *cp = ((c & 0x1f) << 6) | (z[1] & 0x3f);
+  } else if (need == 2) {
+    *cp = ((c & 0x0f) << 12) | ((uint32_t)(z[1] & 0x3f) << 6) | (z[2] & 0x3f);
+  } else {
+    *cp = ((c & 0x07) << 18) | ((uint32_t)(z[1] & 0x3f) << 12) | ((uint32_t)(z[2] & 0x3f) << 6) |
+          (z[3] & 0x3f);
+  }
+  return need + 1;
+}
+
+static int is_ascii(const unsigned char *z, int n) {
+  int i;
+  for (i = 0; i < n; i++) {
+    if (z[i] & 0x80) return 0;
+  }
+  return 1;
+}
+
+/* fts.py's _CJK_CLASS. */
+static int is_cjk(uint32_t c) {
+  if (c < 0x1100) return 0;
+  return (c <= 0x11ff) || (c >= 0x2e80 && c <= 0x2fdf) || (c >= 0x3005 && c <= 0x3007) ||
+         (c >= 0x3021 && c <= 0x3029) || (c >= 0x3031 && c <= 0x3035) ||
+         (c >= 0x3038 && c <= 0x303c) || (c >= 0x3040 && c <= 0x30ff) ||
+         (c >= 0x3100 && c <= 0x31ff) || (c >= 0x3400 && c <= 0x4dbf) ||
+         (c >= 0x4e00 && c <= 0x9fff) || (c >= 0xa960 && c <= 0xa97f) ||
+         (c >= 0xac00 && c <= 0xd7ff) || (c >= 0xf900 && c <= 0xfaff) ||
+         (c >= 0xff66 && c <= 0xffdc) || (c >= 0x1b000 && c <= 0x1b16f) ||
+         (c >= 0x20000 && c <= 0x3ffff);
+}
+
+/* Python's str.isspace(). */
+static int is_py_space(uint32_t c) {
+  if (c <= 0x20) return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c);
+  if (c < 0x85) return 0;
+  return c == 0x85 || c == 0xa0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 ||
+         c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
+}
+
+/* fts.py's _SPACE: the six ASCII white-space bytes. */
+static int is_ascii_space(unsigned c) {
+  return c == ' ' || (c >= 0x09 && c <= 0x0d);
+}
+
+/* ---------------------------------------------------------------- token lists */
+
+typedef struct Tok {
+  int start, end;   /* byte offsets into the input */
+  int off, len;     /* text: buffer offset and bytes */
+  int nchars;       /* text length in code points */
+  int ascii;        /* text is all ASCII */
+  int coff, clen;   /* colocated identifier token (clen 0: none) */
+} Tok;
+
+typedef struct Buf {
+  Tok *toks;
+  int ntok, captok;
+  char *text;
+  sqlite3_int64 ntext, captext;
+  int rc;
+} Buf;
+
+static int buf_reserve(Buf *b, sqlite3_int64 extra) {
+  if (b->ntext + extra > b->captext) {
+    sqlite3_int64 cap = b->captext ? b->captext * 2 : 4096;
+    char *p;
+    while (cap < b->ntext + extra) cap *= 2;
+    p = sqlite3_realloc64(b->text, (sqlite3_uint64)cap);
+    if (p == 0) {
+      b->rc = SQLITE_NOMEM;
+      return 0;
+    }
+    b->text = p;
+    b->captext = cap;
+  }
+  return 1;
+}
+
+static Tok *tok_new(Buf *b) {
+  if (b->ntok == b->captok) {
+    int cap = b->captok ? b->captok * 2 : 256;
+    Tok *p = sqlite3_realloc64(b->toks, (sqlite3_uint64)cap * sizeof(Tok));
+    if (p == 0) {
+      b->rc = SQLITE_NOMEM;
+      return 0;
+    }
+    b->toks = p;
+    b->captok = cap;
+  }
+  return &b->toks[b->ntok++];
+}
+
+/* Append z[0..n) to the text buffer as Python would decode it with errors="replace" and encode
+** it again; return its length in code points (-1: out of memory). *ascii says it was ASCII. */
+static int append_text(Buf *b, const unsigned char *z, int n, int *ascii) {
+  int i = 0, nchars = 0;
+  char *out;
+  if (!buf_reserve(b, (sqlite3_int64)n * 3)) return -1;
+  out = b->text + b->ntext;
+  if (is_ascii(z, n)) {
+    memcpy(out, z, (size_t)n);
+    b->ntext += n;
+    if (ascii) *ascii = 1;
+    return n;
+  }
+  if (ascii) *ascii = 0;
+  while (i < n) {
+    uint32_t cp;
+    int k = utf8_next(z + i, n - i, &cp);
+    if (k > 0) {
+      memcpy(out, z + i, (size_t)k);
+      out += k;
+      i += k;
+    } else {
+      *out++ = (char)0xef;
+      *out++ = (char)0xbf;
+      *out++ = (char)0xbd;
+      i += -k;
+    }
+    nchars++;
+  }
+  b->ntext = out - b->text;
+  return nchars;
+}
+
+/* ---------------------------------------------------------------- the tokenizer */
+
+typedef struct Hermes {
+  fts5_tokenizer base;   /* unicode61 */
+  Fts5Tokenizer *pBase;
+  Buf buf;               /* reused across calls */
+  int busy;              /* buf in use (a nested call gets its own) */
+} Hermes;
+
+typedef struct Collect {
+  Buf *b;
+  int shift;             /* added to the offsets (a run tokenized again) */
+} Collect;
+
+static int collect_token(void *pCtx, int tflags, const char *pToken, int nToken, int iStart,
+                         int iEnd) {
+  Collect *c = (Collect *)pCtx;
+  Buf *b = c->b;
+  Tok *t;
+  int off, ascii = 0, nchars;
+  (void)tflags;
+  off = (int)b->ntext;
+  nchars = append_text(b, (const unsigned char *)pToken, nToken, &ascii);
+  if (nchars < 0) return b->rc;
+  t = tok_new(b);
+  if (t == 0) return b->rc;
+  t->start = iStart + c->shift;
+  t->end = iEnd + c->shift;
+  t->off = off;
+  t->len = (int)b->ntext - off;
+  t->nchars = nchars;
+  t->ascii = ascii;
+  t->clen = 0;
+  return SQLITE_OK;
+}
+
+static int base_tokens(Hermes *h, Buf *b, int flags, const char *z, int n, int shift) {
+  Collect c;
+  int rc;
+  c.b = b;
+  c.shift = shift;
+  rc = h->base.xTokenize(h->pBase, &c, flags, z, n, collect_token);
+  if (rc == SQLITE_OK) rc = b->rc;
+  return rc;
+}
+
+/* fts.py's _split_cjk_token: tokens first..end of b hold one unicode61 token's split pieces. */
+static int split_cjk_token(Hermes *h, Buf *b, const unsigned char *z, const Tok *token,
+                           int flags) {
+  int i = token->start, n = token->end;
+  /* A token that is not UTF-8 stays as it is. */
+  while (i < n) {
+    uint32_t cp;
+    int k = utf8_next(z + i, n - i, &cp);
+    if (k < 0) {
+      Tok *t = tok_new(b);
+      if (t == 0) return b->rc;
+      *t = *token;
+      return SQLITE_OK;
+    }
+    i += k;
+  }
+  i = token->start;
+  while (i < n) {
+    uint32_t cp;
+    int k = utf8_next(z + i, n - i, &cp);
+    if (is_cjk(cp)) {
+      Tok *t;
+      int off = (int)b->ntext;
+      if (!buf_reserve(b, k)) return b->rc;
+      memcpy(b->text + off, z + i, (size_t)k);
+      b->ntext += k;
+      t = tok_new(b);
+      if (t == 0) return b->rc;
+      t->start = i;
+      t->end = i + k;
+      t->off = off;
+      t->len = k;
+      t->nchars = 1;
+      t->ascii = 0;
+      t->clen = 0;
+      i += k;
+    } else {
+      int run = i, rc;
+      while (i < n) {
+        k = utf8_next(z + i, n - i, &cp);
+        if (is_cjk(cp)) break;
+        i += k;
+      }
+      rc = base_tokens(h, b, flags, (const char *)z + run, i - run, run);
+      if (rc != SQLITE_OK) return rc;
+    }
+  }
+  return SQLITE_OK;
+}
+
+/* fts.py's _split_tokens: tokens [0, nbase) of b are unicode61's; the result is appended. */
+static int split_tokens(Hermes *h, Buf *b, const unsigned char *z, int nbase, int flags) {
+  int i;
+  for (i = 0; i < nbase; i++) {
+    Tok token = b->toks[i];
+    const unsigned char *text = (const unsigned char *)b->text + token.off;
+    Tok *t;
+    int all_cjk = 0, any_cjk = 0, j = 0;
+    if (!token.ascii) {
+      all_cjk = 1;
+      while (j < token.len) {
+        uint32_t cp;
+        int k = utf8_next(text + j, token.len - j, &cp);
+        /* Texts are valid UTF-8 (append_text). */
+        if (is_cjk(cp)) {
+          any_cjk = 1;
+        } else {
+          all_cjk = 0;
+        }
+        j += k;
+      }
+    }
+    if (token.ascii || !any_cjk) {
+      t = tok_new(b);
+      if (t == 0) return b->rc;
+      *t = token;
+    } else if (all_cjk && token.end - token.start == 3 * token.nchars) {
+      int k, pos = 0;
+      for (k = 0; k < token.nchars; k++) {
+        uint32_t cp;
+        int size = utf8_next(text + pos, token.len - pos, &cp);
+        t = tok_new(b);
+        if (t == 0) return b->rc;
+        t->start = token.start + 3 * k;
+        t->end = t->start + 3;
+        t->off = token.off + pos;
+        t->len = size;
+        t->nchars = 1;
+        t->ascii = 0;
+        t->clen = 0;
+        pos += size;
+      }
+    } else {
+      int rc = split_cjk_token(h, b, z, &token, flags);
+      if (rc != SQLITE_OK) return rc;
+    }
+  }
+  return SQLITE_OK;
+}
+
+/* fts.py's _joined: the text between two tokens is 1 to JOINER_BYTES bytes with no space. */
+static int joined(const unsigned char *z, int end, int start) {
+  int i;
+  if (start - end == 1) return !is_ascii_space(z[end]);
+  if (start - end < 1 || start - end > JOINER_BYTES) return 0;
+  for (i = end; i < start; i++) {
+    if (is_ascii_space(z[i])) return 0;
+  }
+  if (is_ascii(z + end, start - end)) return 1;
+  i = end;
+  while (i < start) {
+    uint32_t cp;
+    int k = utf8_next(z + i, start - i, &cp);
+    if (k > 0) {
+      if (is_py_space(cp)) return 0;
+      i += k;
+    } else {
+      i += -k;
+    }
+  }
+  return 1;
+}
+
+/* fts.py's _may_have_runs on an ASCII text: a letter or digit, one to three bytes that are
+** neither letters, digits nor ASCII space, and a letter or digit. */
+static int may_have_runs(const unsigned char *z, int n) {
+  int i, gap = 0, after_alnum = 0;
+  for (i = 0; i < n; i++) {
+    unsigned c = z[i];
+    int alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    if (alnum) {
+      if (after_alnum && gap >= 1 && gap <= 3) return 1;
+      after_alnum = 1;
+      gap = 0;
+    } else if (is_ascii_space(c)) {
+      after_alnum = 0;
+      gap = 0;
+    } else if (after_alnum) {
+      gap++;
+    }
+  }
+  return 0;
+}
+
+/* fts.py's joined_text for tokens [first, end) of b, appended to the text buffer. */
+static int joined_text(Buf *b, const unsigned char *z, int first, int end, Tok *out) {
+  int off = (int)b->ntext, size, i, nchars;
+  const Tok *t0 = &b->toks[first];
+  if (!buf_reserve(b, 1 + t0->len)) return b->rc;
+  b->text[b->ntext++] = MARK;
+  memcpy(b->text + b->ntext, b->text + t0->off, (size_t)t0->len);
+  b->ntext += t0->len;
+  size = t0->nchars;
+  for (i = first + 1; i < end && size < IDENTIFIER_CHARS; i++) {
+    const Tok *prev = &b->toks[i - 1], *t = &b->toks[i];
+    int gap = append_text(b, z + prev->end, t->start - prev->end, 0);
+    if (gap < 0) return b->rc;
+    if (!buf_reserve(b, t->len)) return b->rc;
+    memcpy(b->text + b->ntext, b->text + t->off, (size_t)t->len);
+    b->ntext += t->len;
+    size += gap + t->nchars;
+  }
+  /* Cut at IDENTIFIER_CHARS code points after the mark. */
+  if (size > IDENTIFIER_CHARS) {
+    int pos = off + 1;
+    for (nchars = 0; nchars < IDENTIFIER_CHARS; nchars++) {
+      unsigned c = (unsigned char)b->text[pos];
+      pos += c < 0x80 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
+    }
+    b->ntext = pos;
+  }
+  out->coff = off;
+  out->clen = (int)b->ntext - off;
+  return SQLITE_OK;
+}
+
+/* fts.py's runs and with_identifiers over tokens [first, end) of b. */
+static int with_identifiers(Buf *b, const unsigned char *z, int n, int first, int end) {
+  int i, run = first, prev_end, checked = 0;
+  if (end - first < 2) return SQLITE_OK;
+  prev_end = b->toks[first].end;
+  for (i = first + 1; i <= end; i++) {
+    int is_joined = i < end && joined(z, prev_end, b->toks[i].start);
+    if (i < end) prev_end = b->toks[i].end;
+    if (!is_joined) {
+      if (i - run >= 2) {
+        int k;
+        if (!checked) {
+          checked = 1;
+          if (is_ascii(z, n) && !may_have_runs(z, n)) return SQLITE_OK;
+        }
+        for (k = run; k < i - 1; k++) {
+          int rc = joined_text(b, z, k, i, &b->toks[k]);
+          if (rc != SQLITE_OK) return rc;
+        }
+      }
+      run = i;
+    }
+  }
+  return SQLITE_OK;
+}
+
+static int hermes_tokenize(Fts5Tokenizer *pTok, void *pCtx, int flags, const char *pText,
+                           int nText,
+                           int (*xToken)(void *, int, const char *, int, int, int)) {
+  Hermes *h = (Hermes *)pTok;
+  const unsigned char *z = (const unsigned char *)pText;
+  Buf local, *b;
+  int rc, i, first = 0, end;
+  if (nText <= 0 || pText == 0) return SQLITE_OK;
+  memset(&local, 0, sizeof(local));
+  if (h->busy) {
+    b = &local;
+  } else {
+    b = &h->buf;
+    h->busy = 1;
+  }
+  b->ntok = 0;
+  b->ntext = 0;
+  b->rc = SQLITE_OK;
+
+  if (z[0] == MARK && (flags & FTS5_TOKENIZE_QUERY)) {
+    if (append_text(b, z, nText, 0) < 0) {
+      rc = b->rc;
+    } else {
+      rc = xToken(pCtx, 0, b->text, (int)b->ntext, 0, nText);
+    }
+    goto done;
+  }
+  rc = base_tokens(h, b, flags, pText, nText, 0);
+  if (rc != SQLITE_OK) goto done;
+  end = b->ntok;
+  if (!is_ascii(z, nText)) {
+    first = end;
+    rc = split_tokens(h, b, z, end, flags);
+    if (rc != SQLITE_OK) goto done;
+    end = b->ntok;
+  }
+  if ((flags & FTS5_TOKENIZE_DOCUMENT) && end - first > 1) {
+    rc = with_identifiers(b, z, nText, first, end);
+    if (rc != SQLITE_OK) goto done;
+  }
+  for (i = first; i < end && rc == SQLITE_OK; i++) {
+    const Tok *t = &b->toks[i];
+    rc = xToken(pCtx, 0, b->text + t->off, t->len, t->start, t->end);
+    if (rc == SQLITE_OK && t->clen) {
+      rc = xToken(pCtx, FTS5_TOKEN_COLOCATED, b->text + t->coff, t->clen, t->start, t->end);
+    }
+  }
+done:
+  if (b == &local) {
+    sqlite3_free(local.toks);
+    sqlite3_free(local.text);
+  } else {
+    h->busy = 0;
+    /* Do not keep a huge document's buffers. */
+    if (b->captext > (1 << 20) || b->captok > (1 << 16)) {
+      sqlite3_free(b->toks);
+      sqlite3_free(b->text);
+      memset(b, 0, sizeof(*b));
+    }
+  }
+  return rc;
+}
+
+static void hermes_delete(Fts5Tokenizer *pTok) {
+  Hermes *h = (Hermes *)pTok;
+  if (h == 0) return;
+  if (h->pBase) h->base.xDelete(h->pBase);
+  sqlite3_free(h->buf.toks);
+  sqlite3_free(h->buf.text);
+  sqlite3_free(h);
+}
+
+static int hermes_create(void *pCtx, const char **azArg, int nArg, Fts5Tokenizer **ppOut) {
+  fts5_api *api = (fts5_api *)pCtx;
+  Hermes *h;
+  void *pUser = 0;
+  const char **args;
+  int rc, i;
+  *ppOut = 0;
+  h = sqlite3_malloc(sizeof(Hermes));
+  if (h == 0) return SQLITE_NOMEM;
+  memset(h, 0, sizeof(*h));
+  rc = api->xFindTokenizer(api, "unicode61", &pUser, &h->base);
+  if (rc != SQLITE_OK) {
+    sqlite3_free(h);
+    return rc;
+  }
+  args = sqlite3_malloc64((sqlite3_uint64)(nArg + 2) * sizeof(char *));
+  if (args == 0) {
+    sqlite3_free(h);
+    return SQLITE_NOMEM;
+  }
+  args[0] = "remove_diacritics";
+  args[1] = "2";
+  for (i = 0; i < nArg; i++) args[i + 2] = azArg[i];
+  rc = h->base.xCreate(pUser, args, nArg + 2, &h->pBase);
+  sqlite3_free(args);
+  if (rc != SQLITE_OK) {
+    sqlite3_free(h);
+    return rc;
+  }
+  *ppOut = (Fts5Tokenizer *)h;
+  return SQLITE_OK;
+}
+
+/* SELECT hermes_tokenizer_build(): 'c' on a connection with this tokenizer. */
+static void build_function(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  (void)argc;
+  (void)argv;
+  sqlite3_result_text(ctx, "c", 1, SQLITE_STATIC);
+}
+
+static fts5_api *find_fts5_api(sqlite3 *db) {
+  fts5_api *api = 0;
+  sqlite3_stmt *stmt = 0;
+  if (sqlite3_prepare_v2(db, "SELECT fts5(?1)", -1, &stmt, 0) == SQLITE_OK) {
+    sqlite3_bind_pointer(stmt, 1, (void *)&api, "fts5_api_ptr", 0);
+    sqlite3_step(stmt);
+  }
+  sqlite3_finalize(stmt);
+  return api;
+}
+
+#ifdef _WIN32
+__declspec(dllexport)
+#else
+__attribute__((visibility("default")))
+#endif
+int sqlite3_hermesfts_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pApi) {
+  static fts5_tokenizer tokenizer = {hermes_create, hermes_delete, hermes_tokenize};
+  fts5_api *api;
+  int rc;
+  SQLITE_EXTENSION_INIT2(pApi);
+  api = find_fts5_api(db);
+  if (api == 0 || api->iVersion < 2) {
+    *pzErrMsg = sqlite3_mprintf("hermes tokenizer: this SQLite has no FTS5 API");
+    return SQLITE_ERROR;
+  }
+  rc = api->xCreateTokenizer(api, "hermes", (void *)api, &tokenizer, 0);
+  if (rc == SQLITE_OK) {
+    rc = sqlite3_create_function(db, "hermes_tokenizer_build", 0,
+                                 SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, 0,
+                                 build_function, 0, 0);
+  }
+  return rc;
+}
