@@ -71,8 +71,13 @@ static int utf8_next(const unsigned char *z, int n, uint32_t *cp) {
 }
 
 static int is_ascii(const unsigned char *z, int n) {
-  int i;
-  for (i = 0; i < n; i++) {
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, z + i, 8);
+    if (w & 0x8080808080808080ull) return 0;
+  }
+  for (; i < n; i++) {
     if (z[i] & 0x80) return 0;
   }
   return 1;
@@ -197,6 +202,8 @@ typedef struct Hermes {
 typedef struct Collect {
   Buf *b;
   int shift;             /* added to the offsets (a run tokenized again) */
+  int ascii;             /* the input is ASCII, so are the tokens (unicode61 folds ASCII to
+                            ASCII) */
 } Collect;
 
 static int collect_token(void *pCtx, int tflags, const char *pToken, int nToken, int iStart,
@@ -207,8 +214,16 @@ static int collect_token(void *pCtx, int tflags, const char *pToken, int nToken,
   int off, ascii = 0, nchars;
   (void)tflags;
   off = (int)b->ntext;
-  nchars = append_text(b, (const unsigned char *)pToken, nToken, &ascii);
-  if (nchars < 0) return b->rc;
+  if (c->ascii) {
+    if (!buf_reserve(b, nToken)) return b->rc;
+    memcpy(b->text + off, pToken, (size_t)nToken);
+    b->ntext += nToken;
+    nchars = nToken;
+    ascii = 1;
+  } else {
+    nchars = append_text(b, (const unsigned char *)pToken, nToken, &ascii);
+    if (nchars < 0) return b->rc;
+  }
   t = tok_new(b);
   if (t == 0) return b->rc;
   t->start = iStart + c->shift;
@@ -221,11 +236,13 @@ static int collect_token(void *pCtx, int tflags, const char *pToken, int nToken,
   return SQLITE_OK;
 }
 
-static int base_tokens(Hermes *h, Buf *b, int flags, const char *z, int n, int shift) {
+static int base_tokens(Hermes *h, Buf *b, int flags, const char *z, int n, int shift,
+                       int ascii) {
   Collect c;
   int rc;
   c.b = b;
   c.shift = shift;
+  c.ascii = ascii;
   rc = h->base.xTokenize(h->pBase, &c, flags, z, n, collect_token);
   if (rc == SQLITE_OK) rc = b->rc;
   return rc;
@@ -274,7 +291,7 @@ static int split_cjk_token(Hermes *h, Buf *b, const unsigned char *z, const Tok 
         if (is_cjk(cp)) break;
         i += k;
       }
-      rc = base_tokens(h, b, flags, (const char *)z + run, i - run, run);
+      rc = base_tokens(h, b, flags, (const char *)z + run, i - run, run, 0);
       if (rc != SQLITE_OK) return rc;
     }
   }
@@ -408,7 +425,8 @@ static int joined_text(Buf *b, const unsigned char *z, int first, int end, Tok *
 }
 
 /* fts.py's runs and with_identifiers over tokens [first, end) of b. */
-static int with_identifiers(Buf *b, const unsigned char *z, int n, int first, int end) {
+static int with_identifiers(Buf *b, const unsigned char *z, int n, int ascii, int first,
+                            int end) {
   int i, run = first, prev_end, checked = 0;
   if (end - first < 2) return SQLITE_OK;
   prev_end = b->toks[first].end;
@@ -420,7 +438,7 @@ static int with_identifiers(Buf *b, const unsigned char *z, int n, int first, in
         int k;
         if (!checked) {
           checked = 1;
-          if (is_ascii(z, n) && !may_have_runs(z, n)) return SQLITE_OK;
+          if (ascii && !may_have_runs(z, n)) return SQLITE_OK;
         }
         for (k = run; k < i - 1; k++) {
           int rc = joined_text(b, z, k, i, &b->toks[k]);
@@ -439,7 +457,7 @@ static int hermes_tokenize(Fts5Tokenizer *pTok, void *pCtx, int flags, const cha
   Hermes *h = (Hermes *)pTok;
   const unsigned char *z = (const unsigned char *)pText;
   Buf local, *b;
-  int rc, i, first = 0, end;
+  int rc, i, first = 0, end, ascii;
   if (nText <= 0 || pText == 0) return SQLITE_OK;
   memset(&local, 0, sizeof(local));
   if (h->busy) {
@@ -460,17 +478,18 @@ static int hermes_tokenize(Fts5Tokenizer *pTok, void *pCtx, int flags, const cha
     }
     goto done;
   }
-  rc = base_tokens(h, b, flags, pText, nText, 0);
+  ascii = is_ascii(z, nText);
+  rc = base_tokens(h, b, flags, pText, nText, 0, ascii);
   if (rc != SQLITE_OK) goto done;
   end = b->ntok;
-  if (!is_ascii(z, nText)) {
+  if (!ascii) {
     first = end;
     rc = split_tokens(h, b, z, end, flags);
     if (rc != SQLITE_OK) goto done;
     end = b->ntok;
   }
   if ((flags & FTS5_TOKENIZE_DOCUMENT) && end - first > 1) {
-    rc = with_identifiers(b, z, nText, first, end);
+    rc = with_identifiers(b, z, nText, ascii, first, end);
     if (rc != SQLITE_OK) goto done;
   }
   for (i = first; i < end && rc == SQLITE_OK; i++) {
