@@ -3,11 +3,7 @@
 1. ``writer``: ``--sessions`` threads (default 32), each appending ``--messages`` messages to its
    own session, one use case per message, through the group-commit writer (in process, no
    sockets): messages committed per second, the process CPU time per message, the writer
-   thread's own CPU time per message, the use cases per commit (mean, p10/p50/p90, max) and
-   ``decided_ahead``, the share of use cases decided on their callers' threads and adopted
-   (0 with the default writer, which decides every use case on its own thread);
-   ``decide_ahead_*``: the same with ``GroupWriter.decide_ahead`` on (pure use cases decided
-   on the callers' threads, adopted by the writer while their heads are current);
+   thread's own CPU time per message and the use cases per commit (mean, p10/p50/p90, max);
    ``direct_wake_*``: the same with the writer waking its callers itself (no waker thread).
    Floors in the same run: raw APSW with one message (+ FTS row) per transaction and the raw batched
    insert (100 per transaction) as the ceiling; the embedded engine (one transaction per
@@ -205,21 +201,14 @@ class _DirectWakeWriter(GroupWriter):
 
 
 def _grouped(
-    path: Path,
-    sessions: int,
-    messages: int,
-    *,
-    direct_wake: bool = False,
-    decide_ahead: bool = False,
-) -> tuple[float, float, float, int, int, dict[int, int], int]:
+    path: Path, sessions: int, messages: int, *, direct_wake: bool = False
+) -> tuple[float, float, float, int, int, dict[int, int]]:
     """The appends through a group-commit engine: msg/s, process CPU µs/msg, writer thread
-    CPU µs/msg, commits, use cases, use cases per commit, use cases decided on their
-    callers' threads and adopted by the writer (counted from the first append)."""
+    CPU µs/msg, commits, use cases, use cases per commit (counted from the first append)."""
     grouped = GroupCommitEngine(path)
     if direct_wake:
         grouped.writer.stop()
         grouped.writer = _DirectWakeWriter(grouped.store).start()
-    grouped.writer.decide_ahead = decide_ahead
     try:
         tid = _writer_tid(grouped)
         at_start: dict[str, Any] = {}
@@ -227,13 +216,11 @@ def _grouped(
         def mark() -> None:  # the appends start: what the writer did so far is set-up
             at_start.update(cpu=_thread_cpu(tid), sizes=dict(grouped.writer.group_sizes))
             at_start.update(groups=grouped.writer.groups, jobs=grouped.writer.jobs)
-            at_start.update(adopted=grouped.writer.adopted)
 
         rate, cpu = _threads_append(grouped, sessions, messages, mark)
         writer_cpu = (_thread_cpu(tid) - at_start["cpu"]) / (sessions * messages) * 1e6
         groups = grouped.writer.groups - at_start["groups"]
         jobs = grouped.writer.jobs - at_start["jobs"]
-        adopted = grouped.writer.adopted - at_start["adopted"]
         sizes_before: dict[int, int] = at_start["sizes"]
         sizes = {
             k: v - sizes_before.get(k, 0)
@@ -242,7 +229,7 @@ def _grouped(
         }
     finally:
         grouped.close()
-    return rate, cpu, writer_cpu, groups, jobs, sizes, adopted
+    return rate, cpu, writer_cpu, groups, jobs, sizes
 
 
 def bench_writer(tmp: Path, sessions: int, messages: int) -> None:
@@ -250,11 +237,8 @@ def bench_writer(tmp: Path, sessions: int, messages: int) -> None:
     floor = _raw_floor(tmp / "raw1.db", n, 1)
     ceiling = _raw_floor(tmp / "raw100.db", n, 100)
     log(f"writer: raw floor {floor:,.0f}/s, batched ceiling {ceiling:,.0f}/s")
-    rate, cpu, writer_cpu, groups, jobs, sizes, adopted = _grouped(
-        tmp / "group.db", sessions, messages
-    )
+    rate, cpu, writer_cpu, groups, jobs, sizes = _grouped(tmp / "group.db", sessions, messages)
     direct = _grouped(tmp / "direct.db", sessions, messages, direct_wake=True)
-    ahead = _grouped(tmp / "ahead.db", sessions, messages, decide_ahead=True)
     embedded = SessionEngine(tmp / "embedded.db")
     try:
         plain, plain_cpu = _threads_append(embedded, sessions, messages)
@@ -276,7 +260,6 @@ def bench_writer(tmp: Path, sessions: int, messages: int) -> None:
         messages=n,
         use_cases_per_commit=round(jobs / max(groups, 1), 2),
         group_sizes=_size_summary(sizes),
-        decided_ahead=round(adopted / max(jobs, 1), 3),
         cpu_us_per_msg=round(cpu, 1),
         writer_thread_cpu_us_per_msg=round(writer_cpu, 1),
         floor_cpu_us_per_msg=round(floor_cpu, 1),
@@ -285,11 +268,6 @@ def bench_writer(tmp: Path, sessions: int, messages: int) -> None:
         direct_wake_ratio=ratio(direct[0], floor),
         direct_wake_cpu_us_per_msg=round(direct[1], 1),
         direct_wake_writer_thread_cpu_us_per_msg=round(direct[2], 1),
-        decide_ahead_msgs_per_s=round(ahead[0], 1),
-        decide_ahead_ratio=ratio(ahead[0], floor),
-        decide_ahead_cpu_us_per_msg=round(ahead[1], 1),
-        decide_ahead_writer_thread_cpu_us_per_msg=round(ahead[2], 1),
-        decide_ahead_adopted=round(ahead[6] / max(ahead[4], 1), 3),
         embedded_msgs_per_s=round(plain, 1),
         embedded_cpu_us_per_msg=round(plain_cpu, 1),
         vs_embedded=ratio(rate, plain),

@@ -66,7 +66,7 @@ class GroupCommitEngine(SessionEngine):
         """Run a use case through the writer; report ``changed`` after the commit (``pure``:
         it only reads and writes through the store's batches, ``GroupWriter.submit``)."""
         result = self.writer.call(fn, alone=alone, pure=pure)
-        if changed and not self.writer.runs_inline():
+        if changed and not self.writer.on_writer_thread():
             self.on_change(changed)
         return result
 
@@ -76,7 +76,7 @@ class GroupCommitEngine(SessionEngine):
         """The committed head, read on the calling thread's own connection (a plain read, no
         trip through the writer); an absent or deleted session goes through the writer for
         its exact error."""
-        if not self.writer.runs_inline():
+        if not self.writer.on_writer_thread():
             state = head(self.store.connection(), session_id)
             if state is not None and state.version:
                 return state

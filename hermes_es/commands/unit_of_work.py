@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Generic, TypeVar, cast
+from typing import TypeVar, cast
 
 import apsw
 import msgspec
@@ -28,7 +28,6 @@ from hermes_es.projections.base import Change
 from hermes_es.projections.catalog import ProjectionSet, ensure_schema
 from hermes_es.projections.fts import register_tokenizer
 from hermes_es.projections.rebuild import is_session_stream
-from hermes_es.store.codec import pack
 from hermes_es.store.db import BUSY_TIMEOUT_MS
 from hermes_es.store.recorder import ApswApplicationRecorder, ApswDatastore, translated_errors
 
@@ -55,10 +54,7 @@ class Store:
         self.clock = clock
         self.projections = ProjectionSet()
         self._local = threading.local()
-        """The writer thread's group (``group``) and deferred use case (``scope``), if any;
-        on a caller's thread, ``speculating`` while ``prepare`` runs a use case there."""
-        self._heads: _Group | None = None
-        """The heads the writer thread keeps between groups (``prepare`` reads them)."""
+        """The writer thread's group (``group``) and deferred use case (``scope``), if any."""
 
     def connection(self) -> apsw.Connection:
         """This thread's connection (a deferred use case may not read it: ``NeedsConnection``)."""
@@ -117,7 +113,7 @@ class Store:
         filled in when the block ends (complete once the transaction committed)."""
         group: _Group | None = getattr(self._local, "heads", None)
         if group is None:
-            group = self._local.heads = self._heads = _Group()
+            group = self._local.heads = _Group()
         self._local.group = group  # set first: this transaction keeps the heads
         try:
             with self.transaction() as batch, self.projections.deferred_index(batch.conn) as st:
@@ -155,60 +151,6 @@ class Store:
         scope.merge()
         return result
 
-    def speculating(self) -> bool:
-        """True on a caller's thread while ``prepare`` runs a use case there."""
-        return bool(getattr(self._local, "speculating", False))
-
-    def prepare(self, fn: Callable[[], T]) -> Prepared[T] | None:
-        """On a caller's thread, before the use case reaches the writer: decide ``fn`` (a pure
-        use case) as ``run_deferred`` would, against the heads the writer thread keeps, and
-        encode and compress its events, so the writer need only check and adopt it.
-
-        Nothing is stored or decided for good here: the writer adopts the outcome only when
-        every head it was decided against is still the writer's current one for that
-        session (the same object: heads are replaced, never changed in place), so the
-        versions and the expected-version checks hold exactly as if it ran there; otherwise
-        it runs the use case itself. ``None`` when it cannot be decided here: a session
-        whose head the writer does not keep, a use case that reaches for the connection, or
-        one that raises (a refusal is left to the writer, which decides against the
-        current head).
-        """
-        heads = self._heads
-        local = self._local
-        if heads is None or getattr(local, "scope", None) is not None:
-            return None
-        spec = _Speculation(heads)
-        scope = DeferredBatch(self, spec, None)
-        local.scope, local.speculating = scope, True
-        try:
-            result = fn()
-        except (Exception, NeedsConnection):
-            return None
-        finally:
-            local.scope, local.speculating = None, False
-        scope.merge()
-        try:
-            packed: list[bytes | None] = [pack(ev.encode(e)) for _, _, e in spec.pending]
-        except Exception:  # the writer reports it
-            return None
-        return Prepared(result, spec.bases, spec.states, spec.pending, packed)
-
-    def adopt(self, prepared: Prepared[T]) -> bool:
-        """On the writer thread, in a group: take what ``prepare`` decided as this use case's
-        outcome if every head it was decided against is still current (True); False when
-        one moved on (nothing taken: the use case must run again)."""
-        group: _Group | None = getattr(self._local, "group", None)
-        if group is None:
-            return False
-        states = group.states
-        for session_id, base in prepared.bases.items():
-            if states.get(session_id) is not base:
-                return False
-        states.update(prepared.states)
-        group.pending.extend(prepared.pending)
-        group.packed.extend(prepared.packed)
-        return True
-
     def write_deferred(self) -> None:
         """Write what the group's deferred use cases decided: their events, then every
         projection, in one savepoint (on failure it is rolled back, nothing of it stays,
@@ -225,12 +167,7 @@ class Store:
         try:
             with translated_errors():
                 positions = self.recorder._insert_rows(
-                    conn,
-                    [
-                        (s, v, e.topic, pack(ev.encode(e)) if stored is None else stored)
-                        for (s, v, e), stored in zip(pending, group.packed, strict=True)
-                    ],
-                    packed=True,
+                    conn, [(s, v, e.topic, ev.encode(e)) for s, v, e in pending]
                 )
                 changes = [
                     Change(position=p, stream=s, version=v, event=e)
@@ -248,7 +185,6 @@ class Store:
             raise
         group.before.update(touched)  # the rows now stand as the decided states
         pending.clear()
-        group.packed.clear()
 
     def forget_deferred_heads(self) -> None:
         """Another use case wrote through this thread's connection (in a savepoint of the
@@ -410,7 +346,7 @@ class _Group:
     other connection commits (``PRAGMA data_version``) and this thread writes nothing
     outside a group."""
 
-    __slots__ = ("before", "data_version", "packed", "pending", "states")
+    __slots__ = ("before", "data_version", "pending", "states")
 
     def __init__(self) -> None:
         self.data_version = -1
@@ -419,23 +355,11 @@ class _Group:
         self.before: dict[str, SessionState] = {}
         """Each session as its row stands."""
         self.pending: list[tuple[str, int, ev.Event]] = []
-        self.packed: list[bytes | None] = []
-        """The stored form of each pending event when a caller already made it (``prepare``),
-        else None (made when written)."""
 
     def forget(self) -> None:
         self.states.clear()
         self.before.clear()
         self.pending.clear()
-        self.packed.clear()
-
-    def take(
-        self, states: dict[str, SessionState], pending: list[tuple[str, int, ev.Event]]
-    ) -> None:
-        """What a deferred use case decided joins the group."""
-        self.states.update(states)
-        self.pending.extend(pending)
-        self.packed.extend([None] * len(pending))
 
     def check_fresh(self, conn: apsw.Connection) -> None:
         """At the start of a group (inside its transaction, so nobody commits meanwhile):
@@ -471,9 +395,7 @@ class DeferredBatch:
     flush) raises ``NeedsConnection``.
     """
 
-    def __init__(
-        self, store: Store, group: _Group | _Speculation, parent: DeferredBatch | None
-    ) -> None:
+    def __init__(self, store: Store, group: _Group, parent: DeferredBatch | None) -> None:
         self.store = store
         self.group = group
         self.parent = parent
@@ -537,58 +459,8 @@ class DeferredBatch:
         """The block ended without an error: what it decided joins the enclosing one."""
         parent = self.parent
         if parent is None:
-            self.group.take(self.states, self.pending)
+            self.group.states.update(self.states)
+            self.group.pending.extend(self.pending)
         else:
             parent.states.update(self.states)
             parent.pending.extend(self.pending)
-
-
-class _Speculation:
-    """The root of a use case ``Store.prepare`` decides on a caller's thread: the heads it
-    was decided against (read once each from the writer's), and what it decided."""
-
-    __slots__ = ("bases", "heads", "pending", "states")
-
-    def __init__(self, heads: _Group) -> None:
-        self.heads = heads
-        self.bases: dict[str, SessionState] = {}
-        self.states: dict[str, SessionState] = {}
-        self.pending: list[tuple[str, int, ev.Event]] = []
-
-    def load(self, store: Store, session_id: str) -> SessionState:
-        state = self.states.get(session_id)
-        if state is None:
-            state = self.bases.get(session_id)
-        if state is None:
-            state = self.heads.states.get(session_id)
-            if state is None:  # not kept by the writer: it loads it itself
-                raise NeedsConnection
-            self.bases[session_id] = state
-        return state
-
-    def take(
-        self, states: dict[str, SessionState], pending: list[tuple[str, int, ev.Event]]
-    ) -> None:
-        self.states.update(states)
-        self.pending.extend(pending)
-
-
-class Prepared(Generic[T]):
-    """A use case decided on its caller's thread (``Store.prepare``): its result, the heads
-    it was decided against, the states it decided, its events and their stored form."""
-
-    __slots__ = ("bases", "packed", "pending", "result", "states")
-
-    def __init__(
-        self,
-        result: T,
-        bases: dict[str, SessionState],
-        states: dict[str, SessionState],
-        pending: list[tuple[str, int, ev.Event]],
-        packed: list[bytes | None],
-    ) -> None:
-        self.result = result
-        self.bases = bases
-        self.states = states
-        self.pending = pending
-        self.packed = packed

@@ -35,7 +35,7 @@ from typing import Any, TypeVar, cast
 
 from eventsourcing.persistence import OperationalError
 
-from hermes_es.commands.unit_of_work import NeedsConnection, Prepared, Store
+from hermes_es.commands.unit_of_work import NeedsConnection, Store
 from hermes_es.errors import HermesError, StoreBusyError, StoreError
 from hermes_es.projections.base import Change
 
@@ -56,7 +56,6 @@ class _Job:
         "future",
         "lock",
         "loop",
-        "prepared",
         "pure",
         "result",
         "then",
@@ -80,8 +79,6 @@ class _Job:
         """``submit_async``: called with the result on the loop, in the hand-back itself."""
         self.result: Any = None
         self.error: BaseException | None = None
-        self.prepared: Prepared[Any] | None = None
-        """What the caller's thread decided before handing it over (``Store.prepare``)."""
 
 
 Listener = Callable[[list[Change]], None]
@@ -247,15 +244,9 @@ _WAKE = object()
 class GroupWriter:
     """The single writer of a store: ``call`` and ``submit`` use cases, committed in groups."""
 
-    def __init__(
-        self, store: Store, *, max_group: int = MAX_GROUP, decide_ahead: bool = False
-    ) -> None:
+    def __init__(self, store: Store, *, max_group: int = MAX_GROUP) -> None:
         self.store = store
         self.max_group = max_group
-        self.decide_ahead = decide_ahead
-        """Decide a thread caller's pure use case on its own thread first (``_prepare``).
-        Off by default: on a quiet 2-core machine the writer deciding every use case itself
-        committed more messages a second (bench/README.md, "Writer, session 6")."""
         self._queue: queue.SimpleQueue[_Job | object] = queue.SimpleQueue()
         self._urgent: deque[_Job] = deque()
         """Short use cases a caller waits on (an admission): first into the next group."""
@@ -270,8 +261,6 @@ class GroupWriter:
         """How many committed groups had each number of use cases (for benchmarks)."""
         self.deferred = 0
         """Use cases decided without SQL and written with their group's rows."""
-        self.adopted = 0
-        """Of those, the ones decided on their caller's thread (``Store.prepare``)."""
         self._listeners: dict[asyncio.AbstractEventLoop, list[Listener]] = {}
         self._inboxes: dict[asyncio.AbstractEventLoop, _Inbox] = {}
 
@@ -314,36 +303,16 @@ class GroupWriter:
         """True when called from the writer thread (a nested use case runs inline)."""
         return self._thread is not None and threading.current_thread() is self._thread
 
-    def runs_inline(self) -> bool:
-        """True where a nested use case runs inline: on the writer thread, or inside a use
-        case a caller's thread is deciding ahead of the writer (``Store.prepare``)."""
-        return self.on_writer_thread() or self._speculating()
-
-    def _speculating(self) -> bool:
-        speculating = getattr(self.store, "speculating", None)
-        return speculating is not None and bool(speculating())
-
     # -- submitting --------------------------------------------------------------------------
 
     def _enqueue(self, job: _Job, urgent: bool) -> None:
         if self._thread is None:
             raise RuntimeError("the writer is not running")
-        if self._speculating():  # a use case decided ahead submits another: not decidable here
-            raise NeedsConnection
         if urgent and not job.alone:
             self._urgent.append(job)
             self._queue.put(_WAKE)
         else:
             self._queue.put(job)
-
-    def _prepare(self, job: _Job) -> None:
-        """On the caller's thread: decide a pure use case ahead of the writer where the store
-        can (``Store.prepare``); the writer adopts it if the heads it used are still current.
-        Not for ``submit_async``: its caller is an event loop, whose time is not spare."""
-        if job.pure and self.decide_ahead:
-            prepare = getattr(self.store, "prepare", None)
-            if prepare is not None:
-                job.prepared = prepare(job.fn)
 
     def submit(
         self, fn: Callable[[], T], *, alone: bool = False, urgent: bool = False, pure: bool = False
@@ -360,7 +329,6 @@ class GroupWriter:
         (``Store.run_deferred``).
         """
         job = _Job(fn, alone and not urgent, pure)
-        self._prepare(job)
         future: Future[T] = Future()
         job.future = future
         self._enqueue(job, urgent)
@@ -391,10 +359,9 @@ class GroupWriter:
     def call(self, fn: Callable[[], T], *, alone: bool = False, pure: bool = False) -> T:
         """Run a use case through the writer and return its result once committed
         (``pure``: as for ``submit``)."""
-        if self.runs_inline():
+        if self.on_writer_thread():
             return fn()
         job = _Job(fn, alone, pure)
-        self._prepare(job)
         lock = threading.Lock()
         lock.acquire()
         job.lock = lock
@@ -550,14 +517,7 @@ class GroupWriter:
 
     def _run_deferred(self, job: _Job) -> bool:
         """Decide a pure use case without SQL (``Store.run_deferred``); False when it needs the
-        connection (nothing of it was recorded: it runs again in a savepoint). What its
-        caller decided ahead is adopted when the heads it used are still current."""
-        prepared, job.prepared = job.prepared, None
-        if prepared is not None and self.store.adopt(prepared):
-            job.result, job.error = prepared.result, None
-            self.deferred += 1
-            self.adopted += 1
-            return True
+        connection (nothing of it was recorded: it runs again in a savepoint)."""
         try:
             job.result = self.store.run_deferred(job.fn)
         except NeedsConnection:

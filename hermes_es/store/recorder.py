@@ -299,15 +299,10 @@ class ApswApplicationRecorder(ApplicationRecorder):
         return ids
 
     def _insert_rows(
-        self,
-        conn: apsw.Connection,
-        rows: Sequence[tuple[str, int, str, bytes]],
-        *,
-        packed: bool = False,
+        self, conn: apsw.Connection, rows: Sequence[tuple[str, int, str, bytes]]
     ) -> list[int]:
         """Insert ``(stream, version, topic, payload)`` rows with one ``executemany`` inside
-        the caller's transaction; returns their notification ids (``packed``: the payloads
-        are already in their stored form, ``codec.pack``).
+        the caller's transaction; returns their notification ids.
 
         One statement inserting row after row gives consecutive ids (nothing else can insert
         in between: the transaction holds the write lock), so the ids end at the last insert
@@ -315,9 +310,7 @@ class ApswApplicationRecorder(ApplicationRecorder):
         """
         if not rows:
             return []
-        conn.executemany(
-            _INSERT_EVENT, rows if packed else [(s, v, t, pack(p)) for s, v, t, p in rows]
-        )
+        conn.executemany(_INSERT_EVENT, [(s, v, t, pack(p)) for s, v, t, p in rows])
         last = conn.last_insert_rowid()
         first = last - len(rows) + 1
         check = conn.execute(

@@ -140,12 +140,12 @@ def test_writing_the_deferred_rows_fails_then_each_use_case_runs_in_its_savepoin
     real = recorder._insert_rows
     calls: list[int] = []
 
-    def failing_once(conn: apsw.Connection, rows: Any, **how: Any) -> list[int]:
+    def failing_once(conn: apsw.Connection, rows: Any) -> list[int]:
         calls.append(len(rows))
         if len(calls) == 1:
-            real(conn, rows, **how)  # rows really written, then the statement "fails"
+            real(conn, rows)  # rows really written, then the statement "fails"
             raise apsw.ConstraintError("UNIQUE constraint failed: injected")
-        return real(conn, rows, **how)
+        return real(conn, rows)
 
     monkeypatch.setattr(recorder, "_insert_rows", failing_once)
     stale = gce.get(b).version - 1
