@@ -241,6 +241,50 @@ def is_deleted_error(exc: Exception) -> bool:
     )
 
 
+def _call_ids(messages: Sequence[dict[str, Any]]) -> set[str]:
+    """Every tool call id ``messages`` make or answer."""
+    ids: set[str] = set()
+    for m in messages:
+        for call in m.get("tool_calls") or ():
+            ids.add(call["id"])
+        if m["role"] == "tool" and m.get("tool_call_id") is not None:
+            ids.add(m["tool_call_id"])
+    return ids
+
+
+class _Window:
+    """What ``Chat`` keeps of its in-memory transcript between turns: ``ordered`` is the send
+    order of ``memory[:covered]`` (as the responder sees it), whose messages make or answer
+    the tool calls ``calls``; ``open`` are the calls no message answers.
+
+    Messages added after ``covered`` that touch none of ``calls`` order the same alone as
+    after it (``send_order`` moves a result only up to its own call, and places a call's
+    first result only), so their order is appended to ``ordered``."""
+
+    __slots__ = ("answered", "calls", "covered", "memory", "open", "ordered")
+
+    def __init__(self, memory: list[dict[str, Any]]) -> None:
+        self.memory = memory
+        self.covered = 0
+        self.ordered: list[ChatMessage] = []
+        self.calls: set[str] = set()
+        self.answered: set[str] = set()
+        self.open: set[str] = set()
+
+    def add(self, messages: Sequence[dict[str, Any]]) -> None:
+        """Count ``messages`` (the next ones of ``memory``) in: calls, answers, what is open."""
+        for m in messages:
+            if m["role"] == "tool" and m.get("tool_call_id") is not None:
+                self.answered.add(m["tool_call_id"])
+                self.open.discard(m["tool_call_id"])
+                self.calls.add(m["tool_call_id"])
+            for call in m.get("tool_calls") or ():
+                self.calls.add(call["id"])
+                if m["role"] == "assistant" and call["id"] not in self.answered:
+                    self.open.add(call["id"])
+        self.covered += len(messages)
+
+
 # --- the chat --------------------------------------------------------------------------------
 
 
@@ -284,6 +328,8 @@ class Chat:
         self._sha_of: tuple[str | None, str] = (None, "")
         self._as_chat: dict[int, tuple[dict[str, Any], ChatMessage]] = {}
         """``window``'s conversions: id of a mapping in memory → (that mapping, its message)."""
+        self._window: _Window | None = None
+        """The last window, and how much of which in-memory transcript it covers."""
         self.version = state.version
         self._memory: list[dict[str, Any]] | None = None
         self._preload: threading.Thread | None = None
@@ -331,6 +377,7 @@ class Chat:
         self._join_preload()
         self._memory = context_window(self.engine.store.connection(), self.session_id)
         self._as_chat.clear()
+        self._window = None
         state = self.engine.get(self.session_id)
         self.version = state.version
         self._meta = state
@@ -338,17 +385,38 @@ class Chat:
     def window(self) -> list[ChatMessage]:
         """The active conversation window as the responder sees it (strict send order).
 
-        Each message is converted once: the chat keeps what it converted, by the identity of
-        the in-memory mapping (kept with it, so an id is never reused while remembered); the
-        window only grows between reloads, and a reload starts afresh."""
+        Kept between turns (``_kept``). Each message is converted once: the chat keeps what
+        it converted, by the identity of the in-memory mapping (kept with it, so an id is
+        never reused while remembered); a reload starts afresh."""
+        return list(self._kept().ordered)
+
+    def _kept(self) -> _Window:
+        """The window of the in-memory transcript as it is now. The transcript only grows
+        between reloads, so what was added since the last look is ordered and appended to
+        the last window, unless it answers or reuses a tool call of the older messages (a
+        repair result, which moves up to its call): then the whole window is ordered
+        again."""
+        memory = self.memory
+        kept = self._window
+        if kept is not None and kept.memory is memory and kept.covered <= len(memory):
+            if kept.covered == len(memory):
+                return kept
+            added = memory[kept.covered :]
+            if _call_ids(added).isdisjoint(kept.calls):
+                kept.ordered.extend(self._as_message(m) for m in send_order(added))
+                kept.add(added)
+                return kept
+        kept = self._window = _Window(memory)
+        kept.ordered.extend(self._as_message(m) for m in send_order(memory))
+        kept.add(memory)
+        return kept
+
+    def _as_message(self, m: dict[str, Any]) -> ChatMessage:
         seen = self._as_chat
-        out: list[ChatMessage] = []
-        for m in send_order(self.memory):
-            known = seen.get(id(m))
-            if known is None or known[0] is not m:
-                known = seen[id(m)] = (m, dict_to_chat(m))
-            out.append(known[1])
-        return out
+        known = seen.get(id(m))
+        if known is None or known[0] is not m:
+            known = seen[id(m)] = (m, dict_to_chat(m))
+        return known[1]
 
     def _check_guard(self) -> None:
         """Stop here (the guard raises) when this chat may no longer write its session."""
@@ -624,7 +692,7 @@ class Chat:
             return None
         if state.version != self.version and not self._transcript_unchanged(state):
             return None
-        if unanswered_calls(self._memory):
+        if self._kept().open:  # an unanswered tool call: ``send`` repairs it first
             return None
         # a token names a file only with a slash, a leading ~ or a dot (media.py)
         if ("/" in text or "~" in text or "." in text) and find_paths_in_message(text, Path.cwd()):

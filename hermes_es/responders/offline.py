@@ -10,8 +10,10 @@ randomness, no clock.
 from __future__ import annotations
 
 import hashlib
+import operator
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,6 +36,8 @@ _TRIGGER = re.compile(r"^\s*(?:/tool\s+|run:\s*)(?P<name>\S+)[ \t]*(?P<args>.*?)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _EXCERPT_CHARS = 80
 _ITEM_CHARS = 160
+_COUNTED = 256
+"""Windows whose token estimate the responder keeps (about one per live chat)."""
 
 
 class OfflineResponder:
@@ -42,6 +46,9 @@ class OfflineResponder:
     def __init__(self, *, summary_chars: int = 2000) -> None:
         """Create the responder; summaries are capped at ``summary_chars`` characters."""
         self.summary_chars = summary_chars
+        self._counted: OrderedDict[int, tuple[list[ChatMessage], int]] = OrderedDict()
+        """id of a window's first message → (the window last counted, its tokens)."""
+        self._lock = threading.Lock()
 
     @property
     def name(self) -> str:
@@ -97,10 +104,30 @@ class OfflineResponder:
                 finish_reason="stop",
             )
         usage = Usage(
-            prompt_tokens=_estimate_tokens([system_prompt, *map(_message_text, messages)]),
+            prompt_tokens=_estimate_tokens([system_prompt]) + self._window_tokens(messages),
             completion_tokens=_estimate_tokens([_message_text(produced)]),
         )
         return TurnResult(messages=[produced], usage=usage, model=model or OFFLINE_MODEL)
+
+    def _window_tokens(self, messages: list[ChatMessage]) -> int:
+        """The token estimate of ``messages``: a chat sends the same message objects again
+        each turn with the new ones after them, so only what follows the window counted
+        last time (the same objects, in order) is counted."""
+        if not messages:
+            return 0
+        key = id(messages[0])
+        with self._lock:
+            last = self._counted.get(key)
+        known, tokens = last if last is not None else ([], 0)
+        if not (known and len(known) <= len(messages) and all(map(operator.is_, known, messages))):
+            known, tokens = [], 0
+        tokens += _estimate_tokens([_message_text(m) for m in messages[len(known) :]])
+        with self._lock:
+            self._counted[key] = (list(messages), tokens)
+            self._counted.move_to_end(key)
+            while len(self._counted) > _COUNTED:
+                self._counted.popitem(last=False)
+        return tokens
 
     def summarize(self, messages: list[ChatMessage]) -> str:
         """Summarise extractively: first sentence of user turns, key line of assistant turns."""

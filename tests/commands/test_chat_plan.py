@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
+from typing import Any
 
-from hermes_es.commands.chat import Chat
+from hermes_es.commands.chat import Chat, dict_to_chat
 from hermes_es.commands.engine import SessionEngine
+from hermes_es.commands.openai_messages import send_order, unanswered_calls
 from hermes_es.config import HermesConfig
 from hermes_es.responders.offline import OfflineResponder
 
@@ -95,6 +98,63 @@ def test_window_converts_each_message_once_and_a_reload_starts_afresh(tmp_path: 
         third = chat.window()
         assert third == second
         assert not any(m is n for m, n in zip(second, third, strict=True))
+    finally:
+        engine.close()
+
+
+def test_the_kept_window_is_the_window_ordered_afresh_after_every_addition(
+    tmp_path: Path,
+) -> None:
+    """The window kept between turns (only what was added is ordered and converted) equals
+    the whole transcript ordered and converted afresh, whatever is added: plain turns, tool
+    calls with their results, a late result for an older call (it moves up), orphan results,
+    a call id used again; and a plan is refused exactly while a call is unanswered."""
+    engine = SessionEngine(tmp_path / "state.db")
+    try:
+        chat = _chat(engine, tmp_path)
+        sid = chat.session_id
+        chat.send("start")
+        rng = random.Random(9)
+        made: list[str] = []
+        for step in range(300):
+            kind = rng.choice(["turn", "turn", "calls", "late", "orphan", "again"])
+            added: list[dict[str, Any]] = []
+            if kind == "turn":
+                added = [
+                    {"role": "user", "content": f"u{step}"},
+                    {"role": "assistant", "content": f"a{step}"},
+                ]
+            elif kind == "calls":
+                ids = [f"c{step}_{i}" for i in range(rng.randint(1, 3))]
+                made.extend(ids)
+                calls = [{"id": i, "name": "echo", "arguments": "{}"} for i in ids]
+                answered = [i for i in ids if rng.random() < 0.7]
+                rng.shuffle(answered)
+                added = [
+                    {"role": "assistant", "content": "", "tool_calls": calls},
+                    *({"role": "tool", "content": i, "tool_call_id": i} for i in answered),
+                ]
+            elif kind == "late" and made:
+                late = rng.choice(made)
+                added = [{"role": "tool", "content": f"late {late}", "tool_call_id": late}]
+            elif kind == "orphan":
+                added = [{"role": "tool", "content": "x", "tool_call_id": f"none{step}"}]
+            elif kind == "again" and made:
+                again = rng.choice(made)
+                added = [
+                    {
+                        "role": "assistant",
+                        "content": "",
+                        "tool_calls": [{"id": again, "name": "echo"}],
+                    },
+                    {"role": "tool", "content": "again", "tool_call_id": again},
+                ]
+            chat.recorded(added, chat.version)
+            if rng.random() < 0.5:
+                continue  # sometimes several additions between two looks
+            assert chat.window() == [dict_to_chat(m) for m in send_order(chat.memory)]
+            planned = chat.plan_turn("next", engine.get(sid))
+            assert (planned is None) == bool(unanswered_calls(chat.memory)), step
     finally:
         engine.close()
 

@@ -34,6 +34,36 @@ def test_plain_reply_echoes_last_user_message() -> None:
     assert result.model == "demo-model"
 
 
+def test_prompt_tokens_of_a_growing_window_match_a_fresh_count() -> None:
+    """The prompt token estimate, counted only past the window a responder saw last (the same
+    message objects again), is the estimate of a fresh responder for every window: grown by
+    new messages, with an earlier message replaced, shortened, or another session's."""
+    kept = OfflineResponder()
+    window: list[ChatMessage] = [_user("first question")]
+    other = [_user("another session's window, longer than the first one")]
+
+    def both(messages: list[ChatMessage]) -> tuple[int, int]:
+        seen = kept.respond("sys prompt", messages, model="m").usage.prompt_tokens
+        fresh = OfflineResponder().respond("sys prompt", messages, model="m").usage.prompt_tokens
+        return seen, fresh
+
+    for turn in range(6):
+        seen, fresh = both(window)
+        assert seen == fresh
+        seen, fresh = both(other)  # (the same first message object each time)
+        assert seen == fresh
+        call = ToolCall(id=f"c{turn}", name="echo", arguments='{"text": "' + "x" * turn + '"}')
+        window = [
+            *window,
+            ChatMessage(role="assistant", content="reply " * turn, tool_calls=[call]),
+            _user(f"question {turn}"),
+        ]
+    replaced = [window[0], _user("a different second message " * 3), *window[2:]]
+    for messages in (replaced, window[:3], window):
+        seen, fresh = both(messages)
+        assert seen == fresh
+
+
 def test_model_defaults_to_offline_name() -> None:
     """An empty model name is reported as ``offline``."""
     result = OfflineResponder().respond("", [_user("hi")], model="")
