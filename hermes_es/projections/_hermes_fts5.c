@@ -557,6 +557,79 @@ static int hermes_create(void *pCtx, const char **azArg, int nArg, Fts5Tokenizer
   return SQLITE_OK;
 }
 
+/* ------------------------------------------------------ search: a row's length, term counts */
+
+/* hermes_term_counts(messages_fts, [phrases of term 1, phrases of term 2, ...]): the FTS5
+** auxiliary function the bounded search scores its window with (hermes_es/queries/bm25.py,
+** _Frequencies is the Python one and the reference: the same values). One term (at most one
+** argument after the table): length << 32 | instances of every phrase. Two terms of at most
+** 65535 instances each (and a length below 2^31): -(length << 32 | c1 << 16 | c2) - 1. More:
+** the text "length c1 c2 ...". A term's count is the instances of its phrases (its argument
+** says how many consecutive phrases of the query it has). */
+static void term_counts(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_context *ctx,
+                        int nVal, sqlite3_value **apVal) {
+  int size = 0, nInst = 0, nPhrase, rc, i, t, phrase;
+  sqlite3_int64 length, counts[2];
+  int local[16];
+  int *per = local;
+  sqlite3_str *out;
+  rc = api->xColumnSize(fts, 0, &size);
+  if (rc == SQLITE_OK) rc = api->xInstCount(fts, &nInst);
+  if (rc != SQLITE_OK) {
+    sqlite3_result_error_code(ctx, rc);
+    return;
+  }
+  length = size;
+  if (nVal <= 1) {
+    sqlite3_result_int64(ctx, (length << 32) | (sqlite3_int64)(unsigned)nInst);
+    return;
+  }
+  nPhrase = api->xPhraseCount(fts);
+  if (nPhrase > 16) {
+    per = sqlite3_malloc64((sqlite3_uint64)nPhrase * sizeof(int));
+    if (per == 0) {
+      sqlite3_result_error_nomem(ctx);
+      return;
+    }
+  }
+  memset(per, 0, (size_t)nPhrase * sizeof(int));
+  for (i = 0; i < nInst && rc == SQLITE_OK; i++) {
+    int ip = 0, ic = 0, io = 0;
+    rc = api->xInst(fts, i, &ip, &ic, &io);
+    if (rc == SQLITE_OK && ic == 0 && ip >= 0 && ip < nPhrase) per[ip]++;
+  }
+  if (rc != SQLITE_OK) {
+    if (per != local) sqlite3_free(per);
+    sqlite3_result_error_code(ctx, rc);
+    return;
+  }
+  out = sqlite3_str_new(0);
+  sqlite3_str_appendf(out, "%lld", length);
+  phrase = 0;
+  for (t = 0; t < nVal; t++) {
+    int n = sqlite3_value_int(apVal[t]);
+    sqlite3_int64 count = 0;
+    for (i = phrase; i < phrase + n && i < nPhrase; i++) count += per[i];
+    phrase += n;
+    if (t < 2) counts[t] = count;
+    sqlite3_str_appendf(out, " %lld", count);
+  }
+  if (per != local) sqlite3_free(per);
+  if (nVal == 2 && length < ((sqlite3_int64)1 << 31) && counts[0] <= 0xFFFF &&
+      counts[1] <= 0xFFFF) {
+    sqlite3_free(sqlite3_str_finish(out));
+    sqlite3_result_int64(ctx, -((length << 32) | (counts[0] << 16) | counts[1]) - 1);
+    return;
+  }
+  rc = sqlite3_str_errcode(out);
+  if (rc != SQLITE_OK) {
+    sqlite3_free(sqlite3_str_finish(out));
+    sqlite3_result_error_code(ctx, rc);
+    return;
+  }
+  sqlite3_result_text(ctx, sqlite3_str_finish(out), -1, sqlite3_free);
+}
+
 /* SELECT hermes_tokenizer_build(): 'c' on a connection with this tokenizer. */
 static void build_function(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc;
@@ -591,6 +664,7 @@ int sqlite3_hermesfts_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routi
     return SQLITE_ERROR;
   }
   rc = api->xCreateTokenizer(api, "hermes", (void *)api, &tokenizer, 0);
+  if (rc == SQLITE_OK) rc = api->xCreateFunction(api, "hermes_term_counts", 0, term_counts, 0);
   if (rc == SQLITE_OK) {
     rc = sqlite3_create_function(db, "hermes_tokenizer_build", 0,
                                  SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, 0,

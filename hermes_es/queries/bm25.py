@@ -27,7 +27,7 @@ import msgspec
 
 from hermes_es.projections.fts import PREFIX_INDEX
 from hermes_es.queries.fts_query import Term, parse_terms
-from hermes_es.queries.term_sample import TermSamples
+from hermes_es.queries.term_sample import TermSamples, index_totals
 from hermes_es.queries.tokens import text_tokenizer
 
 _PREFIX_EXPANSION = "0123456789abcdefghijklmnopqrstuvwxyz"
@@ -102,8 +102,8 @@ class _Frequencies:
 
     Returns ``length << 32 | count`` for a one-term query, ``-(length << 32 | count << 16 |
     count) - 1`` for two terms that occur at most 65535 times, else ``"length count …"``;
-    keeps the index's row count and token total (bm25's N and average length).
-    """
+    keeps the index's row count and token total (bm25's N and average length). The compiled
+    build's ``hermes_term_counts`` (``_CompiledFrequencies``) returns the same values in C."""
 
     def __init__(self) -> None:
         self.sizes: list[int] = [1]
@@ -111,13 +111,18 @@ class _Frequencies:
         self.rows = 0
         self.tokens = 0
 
-    def configure(self, sizes: list[int]) -> None:
-        """Set the phrases per term of the statement about to run (the statistics are read
-        again from its first row)."""
+    def call(self, sizes: list[int]) -> tuple[str, list[object]]:
+        """The SQL call for a statement whose terms have ``sizes`` phrases each, and its
+        arguments (the statistics are read again from the statement's first row)."""
         self.sizes = sizes
         self.single_phrases = all(size == 1 for size in sizes)
         self.rows = 0
         self.tokens = 0
+        return "hermes_frequencies(messages_fts)", []
+
+    def totals(self, conn: apsw.Connection) -> tuple[int, int]:
+        """(rows, tokens) of the index, as the last statement's first row saw them."""
+        return self.rows, self.tokens
 
     def __call__(self, api: apsw.FTS5ExtensionApi) -> int | str:
         if not self.rows:
@@ -141,18 +146,42 @@ class _Frequencies:
         return " ".join(map(str, [length, *counts]))
 
 
-_REGISTERED: WeakKeyDictionary[apsw.Connection, _Frequencies] = WeakKeyDictionary()
+class _CompiledFrequencies:
+    """``_Frequencies``' values from the compiled build's ``hermes_term_counts``
+    (``projections/_hermes_fts5.c``): no Python runs per row (~5 µs a row in Python, the
+    window's main cost). The index's row count and token total come from FTS5's averages
+    record, the numbers ``bm25()`` reads."""
+
+    def call(self, sizes: list[int]) -> tuple[str, list[object]]:
+        """The SQL call for terms of ``sizes`` phrases each, and its arguments."""
+        return "hermes_term_counts(messages_fts" + ", ?" * len(sizes) + ")", list(sizes)
+
+    def totals(self, conn: apsw.Connection) -> tuple[int, int]:
+        """(rows, tokens) of the index, from its averages record."""
+        return index_totals(conn)
 
 
-def _frequencies(conn: apsw.Connection) -> _Frequencies:
-    """The connection's ``hermes_frequencies`` function, registered once: FTS5 keeps every
-    registration until the connection closes, so one per search would grow without bound."""
+_REGISTERED: WeakKeyDictionary[apsw.Connection, _Frequencies | _CompiledFrequencies] = (
+    WeakKeyDictionary()
+)
+
+
+def _frequencies(conn: apsw.Connection) -> _Frequencies | _CompiledFrequencies:
+    """The connection's frequencies function: the compiled one when the connection has it
+    (the compiled tokenizer loaded), else ``hermes_frequencies`` registered once (FTS5 keeps
+    every registration until the connection closes, so one per search would grow without
+    bound)."""
     try:
         return _REGISTERED[conn]
     except KeyError:
         pass
-    freq = _Frequencies()
-    conn.register_fts5_function("hermes_frequencies", freq)
+    freq: _Frequencies | _CompiledFrequencies
+    try:
+        conn.execute("SELECT hermes_term_counts(messages_fts) FROM messages_fts WHERE 0")
+        freq = _CompiledFrequencies()
+    except apsw.SQLError:  # the Python tokenizer (or a build without the function)
+        freq = _Frequencies()
+        conn.register_fts5_function("hermes_frequencies", freq)
     _REGISTERED[conn] = freq
     return freq
 
@@ -293,12 +322,15 @@ class Candidates:
         """(bm25, rowid) of the ``size`` most recent matches older than row id ``below`` (the
         first page: not older than ``self.floor``); with both ``below`` and ``floor``, every
         match from ``floor`` up to ``below``, read oldest first (FTS5 seeks to a lower bound
-        going forwards, where a backwards walk to an upper bound passes every newer row)."""
-        sql = (
-            "SELECT hermes_frequencies(messages_fts), rowid FROM messages_fts"
-            " WHERE messages_fts MATCH ?"
-        )
-        args: list[object] = [self.match]
+        going forwards, where a backwards walk to an upper bound passes every newer row).
+
+        A first page whose samples bound the matches to at most ``size`` (a term with fewer
+        matches, or the floor's span holding ``size`` of the rarest term's) reads them all
+        oldest first too: the same rows, and FTS5's forward walk seeks the other terms' doclists
+        for about two thirds of the backward walk's cost."""
+        call, args = self.freq.call(self.sizes)
+        sql = f"SELECT {call}, rowid FROM messages_fts WHERE messages_fts MATCH ?"
+        args.append(self.match)
         if below is None:
             floor = self.floor
         else:
@@ -307,22 +339,21 @@ class Candidates:
         if floor is not None:
             sql += " AND rowid >= ?"
             args.append(floor)
-        if below is not None and floor is not None:
+        if (below is not None and floor is not None) or (below is None and self._bounded_by(size)):
             sql += " ORDER BY rowid"
         else:
             sql += " ORDER BY rowid DESC LIMIT ?"
             args.append(size)
-        self.freq.configure(self.sizes)
         raw: list[tuple[int | str, int]] = self.conn.execute(sql, args).fetchall()
         if not raw:
             return []
         if not self.rows:
-            self.rows, self.tokens = self.freq.rows, self.freq.tokens
+            self.rows, self.tokens = self.freq.totals(self.conn)
         if self.idfs is None:
             complete = below is None and floor is None and len(raw) < size
             # Every match from the floor up was read: the span starts at the floor.
             spanned = floor is not None and (below is not None or len(raw) < size)
-            oldest = floor if spanned and floor is not None else raw[-1][1]
+            oldest = floor if spanned and floor is not None else min(r for _, r in raw)
             self.idfs = self._idfs(len(raw), oldest, complete, size)
         avgdl = self.tokens / self.rows
         if len(self.idfs) == 1:
@@ -332,6 +363,17 @@ class Candidates:
             length, counts = _unpack(value)
             scored.append((_bm25(length, counts, self.idfs, avgdl), rowid))
         return scored
+
+    def _bounded_by(self, size: int) -> bool:
+        """Whether the first page's matches are known to number at most ``size``: each is a
+        match of every term, and a term's sample counted all its matches (from the floor up,
+        when there is one) below ``size``."""
+        samples = self.samples
+        return (
+            samples is not None
+            and bool(samples.found)
+            and (min(n for n, _ in samples.found) <= size)
+        )
 
     def _idfs(self, found: int, oldest: int, complete: bool, cap: int) -> list[float]:
         """bm25 idf per term: exact when its matches are fewer than ``cap``, else estimated."""

@@ -40,23 +40,49 @@ _SPAN = (
 _AVERAGES = "SELECT block FROM messages_fts_data WHERE id = 1"
 
 
+def _varints(blob: bytes, count: int) -> list[int]:
+    """The first ``count`` SQLite varints of ``blob`` (fewer when it ends first)."""
+    values: list[int] = []
+    i = 0
+    while len(values) < count and i < len(blob):
+        value = 0
+        for k in range(9):
+            if i >= len(blob):
+                return values
+            byte = blob[i]
+            i += 1
+            if k == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if byte < 0x80:
+                break
+        values.append(value)
+    return values
+
+
+def _averages(conn: apsw.Connection, count: int) -> list[int]:
+    found = conn.execute(_AVERAGES).fetchall()
+    if not found or not isinstance(found[0][0], bytes):
+        return []
+    return _varints(found[0][0], count)
+
+
 def indexed_rows(conn: apsw.Connection) -> int | None:
     """How many rows the index holds, from FTS5's averages record (None: can't tell).
 
     The record (``messages_fts_data`` row 1) starts with the row count as an SQLite varint;
     reading it costs one row look-up, where ``count(*)`` reads every page of the index.
     """
-    found = conn.execute(_AVERAGES).fetchall()
-    if not found or not isinstance(found[0][0], bytes):
-        return None
-    value = 0
-    for i, byte in enumerate(found[0][0][:9]):
-        if i == 8:
-            return (value << 8) | byte
-        value = (value << 7) | (byte & 0x7F)
-        if byte < 0x80:
-            return value
-    return None
+    values = _averages(conn, 1)
+    return values[0] if values else None
+
+
+def index_totals(conn: apsw.Connection) -> tuple[int, int]:
+    """(rows, tokens) the index holds: the averages record's row count and the token total of
+    its one column, what FTS5's ``xRowCount`` and ``xColumnTotalSize`` return ((0, 0): empty)."""
+    values = _averages(conn, 2)
+    return (values[0], values[1]) if len(values) == 2 else (0, 0)
 
 
 class TermSamples:

@@ -175,6 +175,29 @@ def test_the_floor_bounds_the_first_page_only(
     assert any(h.message_id < samples.floor for h in every)
 
 
+def test_a_bounded_first_page_read_forwards_is_the_backward_page(
+    corpus: apsw.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first page the samples bound to at most its size (a term with fewer matches, or the
+    floor's span) is read oldest first: the same rows and scores as the newest-first read."""
+    monkeypatch.setattr(search_plan, "FULL_COUNT_CAP", 300)
+    monkeypatch.setattr(search_plan, "SAMPLE", 40)
+    for query in ("w9 w20", "w0 w120", "w50 w77", "w1 w2 w3", '"w0 w1"', "chat-send w1"):
+        terms = parse_terms(query)
+        samples = search_plan.window_samples(corpus, terms)
+        assert samples is not None, query
+        forwards = bm25.Candidates(corpus, query, terms, None, samples)
+        assert forwards._bounded_by(40), query
+        got = forwards.page(None, 40)
+        with monkeypatch.context() as m:
+            m.setattr(bm25.Candidates, "_bounded_by", lambda self, size: False)
+            backwards = bm25.Candidates(corpus, query, terms, None, samples)
+            expected = backwards.page(None, 40)
+        assert got and sorted(got) == sorted(expected), query
+        assert forwards.idfs == backwards.idfs, query
+    assert not bm25.Candidates(corpus, "w0 w1", None, None, samples)._bounded_by(39)
+
+
 def test_top_candidates_are_the_best_of_the_pool(corpus: apsw.Connection) -> None:
     """``top`` keeps the best candidates in the same order as the whole pool, and says so."""
     for query, window in (("w120", 2000), ("w0", 60), ("w3 w77", 2000)):
