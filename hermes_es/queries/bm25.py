@@ -225,6 +225,35 @@ def _one_term_scores(
     ]
 
 
+def _two_term_scores(
+    raw: list[tuple[int | str, int]], idfs: list[float], avgdl: float
+) -> list[tuple[float, int]]:
+    """``_bm25`` inlined over the rows of a two-term query (the packed value; a text one, counts
+    past 65535, through ``_unpack``): the same floating-point operations, so the same scores."""
+    k1, b = BM25_K1, BM25_B
+    idf0, idf1 = idfs
+    out: list[tuple[float, int]] = []
+    append = out.append
+    for value, rowid in raw:
+        if isinstance(value, str) or value >= 0:
+            length, counts = _unpack(value)
+            append((_bm25(length, counts, idfs, avgdl), rowid))
+            continue
+        v = -value - 1
+        norm = k1 * (1 - b + b * (v >> 32) / avgdl)
+        f0, f1 = (v >> 16) & 0xFFFF, v & 0xFFFF
+        append(
+            (
+                -(
+                    idf0 * ((f0 * (k1 + 1.0)) / (f0 + norm))
+                    + idf1 * ((f1 * (k1 + 1.0)) / (f1 + norm))
+                ),
+                rowid,
+            )
+        )
+    return out
+
+
 def _rows_from(conn: apsw.Connection, oldest: int, rows: int) -> float:
     """How many indexed rows have a row id of at least ``oldest``.
 
@@ -339,7 +368,10 @@ class Candidates:
         if floor is not None:
             sql += " AND rowid >= ?"
             args.append(floor)
-        if (below is not None and floor is not None) or (below is None and self._bounded_by(size)):
+        forwards = (below is not None and floor is not None) or (
+            below is None and self._bounded_by(size)
+        )
+        if forwards:
             sql += " ORDER BY rowid"
         else:
             sql += " ORDER BY rowid DESC LIMIT ?"
@@ -353,11 +385,13 @@ class Candidates:
             complete = below is None and floor is None and len(raw) < size
             # Every match from the floor up was read: the span starts at the floor.
             spanned = floor is not None and (below is not None or len(raw) < size)
-            oldest = floor if spanned and floor is not None else min(r for _, r in raw)
+            oldest = floor if spanned and floor is not None else raw[0 if forwards else -1][1]
             self.idfs = self._idfs(len(raw), oldest, complete, size)
         avgdl = self.tokens / self.rows
         if len(self.idfs) == 1:
             return _one_term_scores(cast(list[tuple[int, int]], raw), self.idfs[0], avgdl)
+        if len(self.idfs) == 2:
+            return _two_term_scores(raw, self.idfs, avgdl)
         scored: list[tuple[float, int]] = []
         for value, rowid in raw:
             length, counts = _unpack(value)

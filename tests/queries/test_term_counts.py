@@ -102,3 +102,16 @@ def test_without_the_compiled_build_the_python_function_scores(store: Path) -> N
     finally:
         plain.close()
         compiled.close()
+
+
+def test_the_two_term_scorer_is_bm25_to_the_bit() -> None:
+    """The inlined two-term scorer gives ``_bm25``'s floats for packed and text values."""
+    rng = random.Random(7)
+    raw: list[tuple[int | str, int]] = []
+    for rowid in range(2000):
+        length, a, b = rng.randint(1, 5000), rng.randint(0, 70), rng.randint(0, 70)
+        raw.append((-((length << 32) | (a << 16) | b) - 1, rowid))
+    raw += [("70002 70000 1", 2000), ("12 3 0", 2001)]
+    idfs, avgdl = [rng.uniform(1e-6, 9.0), rng.uniform(1e-6, 9.0)], 38.7
+    expected = [(bm25._bm25(*bm25._unpack(v), idfs, avgdl), r) for v, r in raw]
+    assert bm25._two_term_scores(raw, idfs, avgdl) == expected
