@@ -22,6 +22,8 @@ from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from hermes_es.gateway.wire import WIRE
+
 log = logging.getLogger("hermes.gateway")
 
 GONE = (WebSocketDisconnect, RuntimeError, OSError)
@@ -82,6 +84,8 @@ class Outbox:
         """The write that had to wait for the socket, while it waits."""
         self.gone = False
         self._closing: asyncio.Future[None] | None = None
+        self.wire = websocket.scope.get(WIRE)
+        """The connection's ``wire.GatewayWebSocketProtocol`` (None on another server)."""
 
     def send(self, frame: bytes) -> None:
         """Write ``frame`` now, or behind the write that is waiting for the socket."""
@@ -97,6 +101,11 @@ class Outbox:
         self._write(frame)
 
     def _write(self, frame: bytes) -> None:
+        wire = self.wire
+        if wire is not None and wire.send_text_frame(frame):
+            if self.on_written is not None:
+                self.on_written(frame)
+            return
         try:
             waiting = run_eagerly(self.websocket.send_text(frame.decode()))
         except GONE:

@@ -32,6 +32,7 @@ from hermes_es.gateway.control import ControlServer
 from hermes_es.gateway.paths import Endpoint, GatewayPaths
 from hermes_es.gateway.trace import ENV as TRACE_ENV
 from hermes_es.gateway.trace import traced_protocol
+from hermes_es.gateway.wire import GatewayWebSocketProtocol
 from hermes_es.home import profile_dir
 
 log = logging.getLogger("hermes.gateway")
@@ -159,7 +160,8 @@ async def _serve(
         log_level="warning",
         access_log=False,
         lifespan="on",
-        ws=traced_protocol() if os.environ.get(TRACE_ENV) else "websockets-sansio",
+        # uvicorn's websockets-sansio protocol, each loop iteration's frames in one write
+        ws=traced_protocol() if os.environ.get(TRACE_ENV) else GatewayWebSocketProtocol,
         # small JSON frames on loopback: compressing each one per client cost more CPU than
         # it saved (a frame is encoded once but was deflated once per attached client)
         ws_per_message_deflate=False,

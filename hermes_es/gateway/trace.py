@@ -144,11 +144,11 @@ class AdmissionTrace:
 
 
 def traced_protocol() -> type[Any]:
-    """uvicorn's websockets-sansio protocol (the gateway's), stamping when each frame's bytes
+    """The gateway's WebSocket protocol (``wire.py``), stamping when each frame's bytes
     arrive (into the connection's ASGI scope, under ``RECEIVED``). Used only while tracing."""
-    from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+    from hermes_es.gateway.wire import GatewayWebSocketProtocol
 
-    class Traced(WebSocketsSansIOProtocol):
+    class Traced(GatewayWebSocketProtocol):
         def data_received(self, data: bytes) -> None:
             scope = getattr(self, "scope", None)
             if scope is not None and ACTIVE is not None:

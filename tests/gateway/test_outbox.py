@@ -1,6 +1,8 @@
 """A connection's outbox (``gateway.outbox``): frames sent from plain callbacks reach the client
 in order, also once the socket is full and writes must wait; a client that falls too far
-behind is disconnected (1013). Over a real uvicorn server and a real WebSocket on 127.0.0.1."""
+behind is disconnected (1013). Over a real uvicorn server and a real WebSocket on 127.0.0.1,
+with uvicorn's own websockets-sansio protocol and with the gateway's (``gateway.wire``:
+direct frame writes, each loop iteration's writes joined)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,11 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from hermes_es.gateway.outbox import GONE, Outbox, run_eagerly
+from hermes_es.gateway.wire import GatewayWebSocketProtocol
+
+PROTOCOLS = pytest.mark.parametrize(
+    "protocol", ["websockets-sansio", GatewayWebSocketProtocol], ids=["uvicorn", "gateway"]
+)
 
 FRAME = 64 * 1024
 """Big enough that a few hundred of them fill the loopback socket's buffers."""
@@ -28,7 +35,9 @@ def _frame(n: int) -> bytes:
     return f"{n:06d}".encode() + b"x" * FRAME
 
 
-async def _serving(stats: dict[str, Any], client: Callable[[str], Awaitable[None]]) -> None:
+async def _serving(
+    stats: dict[str, Any], client: Callable[[str], Awaitable[None]], protocol: Any
+) -> None:
     """Serve one route whose handler, on the client's first message ``{"frames", "limit"}``,
     sends that many frames through an ``Outbox`` from one plain loop (no await between
     them), then runs ``client`` against it."""
@@ -41,6 +50,7 @@ async def _serving(stats: dict[str, Any], client: Callable[[str], Awaitable[None
             stats["gone"] = True
 
         outbox = Outbox(websocket, limit=ask["limit"], on_gone=gone)
+        stats["direct"] = outbox.wire is not None
         stats["most_waiting"] = 0
         for n in range(ask["frames"]):
             outbox.send(_frame(n))
@@ -61,7 +71,7 @@ async def _serving(stats: dict[str, Any], client: Callable[[str], Awaitable[None
         Starlette(routes=[WebSocketRoute("/ws", ws)]),
         log_level="warning",
         lifespan="off",
-        ws="websockets-sansio",
+        ws=protocol,
         ws_per_message_deflate=False,
     )
     server = uvicorn.Server(config)
@@ -75,7 +85,8 @@ async def _serving(stats: dict[str, Any], client: Callable[[str], Awaitable[None
         await asyncio.wait_for(task, 30)
 
 
-def test_frames_sent_from_a_callback_arrive_in_order_past_a_full_socket() -> None:
+@PROTOCOLS
+def test_frames_sent_from_a_callback_arrive_in_order_past_a_full_socket(protocol: Any) -> None:
     """400 frames of 64 KiB sent in one go: the first ones are written at once, the rest wait
     behind the write the full socket suspended, and the client reads every one, in order."""
     stats: dict[str, Any] = {}
@@ -89,13 +100,15 @@ def test_frames_sent_from_a_callback_arrive_in_order_past_a_full_socket() -> Non
                 assert len(frame) == FRAME + 6
                 got.append(int(frame[:6]))
 
-    asyncio.run(_serving(stats, client))
+    asyncio.run(_serving(stats, client, protocol))
+    assert stats["direct"] is (protocol is GatewayWebSocketProtocol)
     assert got == list(range(400))
     assert stats["most_waiting"] > 0  # the backlog was used: some writes had to wait
     assert stats["suspended"] and not stats.get("gone")
 
 
-def test_a_client_too_far_behind_gets_what_was_written_then_is_closed_1013() -> None:
+@PROTOCOLS
+def test_a_client_too_far_behind_gets_what_was_written_then_is_closed_1013(protocol: Any) -> None:
     """With room for 3 waiting frames, a client that reads nothing while 400 are sent is given
     up: it still reads the frames written before, in order, then the close code 1013."""
     stats: dict[str, Any] = {}
@@ -112,7 +125,7 @@ def test_a_client_too_far_behind_gets_what_was_written_then_is_closed_1013() -> 
             except ConnectionClosed as exc:
                 closed.append(exc.rcvd.code if exc.rcvd is not None else None)
 
-    asyncio.run(_serving(stats, client))
+    asyncio.run(_serving(stats, client, protocol))
     assert stats["gone"] is True
     assert closed == [1013]
     assert 0 < len(got) < 400

@@ -1,0 +1,145 @@
+"""The gateway's WebSocket protocol: what a connection is sent in one loop iteration goes out in
+one write.
+
+uvicorn's websockets-sansio protocol writes each WebSocket frame with its own
+``transport.write``, which on an idle socket is a ``send`` system call at once; on loopback
+each of those also runs the receiving side's TCP path and wakes the client. A turn sends a
+client its frames in bursts (a commit's events, an admission's event and answer, a reply's
+stream item, message and finish), so here the connection's transport holds what is written
+to it until the end of the current loop iteration (``loop.call_soon``: after the callbacks
+already due, before the next round of I/O), then writes it all at once. The frames, their
+order and their bytes on the wire are unchanged; only how many ``send`` calls carry them.
+
+A close or ``write_eof`` writes what is held first (``abort`` drops it, as the transport
+would); so does holding more than ``FLUSH_BYTES``. Flow control stays the transport's own:
+once the written bytes fill the socket buffer, uvicorn's ``writable`` pauses the senders.
+
+The gateway's frames also skip the ASGI layers: ``GatewayWebSocketProtocol.send_text_frame``
+writes a text frame built here (``text_frame``: the header websockets would write, then the
+payload; one build shared by every client of a fan-out) straight to the transport while
+the connection is open and writable; anything else (a full socket, a closing or closed
+connection) goes through Starlette and uvicorn as before (``outbox.Outbox``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from typing import Any
+
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.protocol import State
+
+WIRE = "hermes.wire"
+"""The ASGI scope key under which a connection's ``GatewayWebSocketProtocol`` is found."""
+
+FLUSH_BYTES = 64 * 1024
+"""Held bytes that are written at once rather than at the end of the loop iteration."""
+
+
+class HeldTransport:
+    """An asyncio transport whose writes of one loop iteration are joined into one write."""
+
+    __slots__ = ("_held", "_loop", "_size", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._held: list[bytes] = []
+        self._size = 0
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Hold ``data`` until the end of this loop iteration (in order)."""
+        if not data:
+            return
+        if not self._held:
+            self._loop.call_soon(self.flush)
+        self._held.append(bytes(data))
+        self._size += len(data)
+        if self._size >= FLUSH_BYTES:
+            self.flush()
+
+    def writelines(self, lines: Any) -> None:
+        for data in lines:
+            self.write(data)
+
+    def flush(self) -> None:
+        """Write what is held, as one write."""
+        held = self._held
+        if not held:
+            return
+        self._held = []
+        self._size = 0
+        self._transport.write(held[0] if len(held) == 1 else b"".join(held))
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def write_eof(self) -> None:
+        self.flush()
+        self._transport.write_eof()
+
+    def abort(self) -> None:
+        self._held = []
+        self._size = 0
+        self._transport.abort()
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size() + self._size
+
+    def __getattr__(self, name: str) -> Any:  # is_closing, get_extra_info, pause_reading, …
+        return getattr(self._transport, name)
+
+
+_last: tuple[bytes | None, bytes] = (None, b"")
+"""The last payload framed and its frame (a fan-out frames each event once)."""
+
+
+def text_frame(payload: bytes) -> bytes:
+    """A final, unmasked text frame carrying ``payload`` (UTF-8), byte for byte what the
+    websockets library writes for a server's ``send_text`` without extensions."""
+    global _last
+    if payload is _last[0]:
+        return _last[1]
+    n = len(payload)
+    if n < 126:
+        head = struct.pack("!BB", 0x81, n)
+    elif n < 65536:
+        head = struct.pack("!BBH", 0x81, 126, n)
+    else:
+        head = struct.pack("!BBQ", 0x81, 127, n)
+    framed = head + payload
+    _last = (payload, framed)
+    return framed
+
+
+class GatewayWebSocketProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's websockets-sansio protocol on a ``HeldTransport``, found in its connection's
+    ASGI scope under ``WIRE``."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.transport = HeldTransport(self.transport, asyncio.get_running_loop())  # type: ignore[assignment]
+
+    def handle_connect(self, event: Any) -> None:
+        super().handle_connect(event)
+        scope = getattr(self, "scope", None)
+        if scope is not None:
+            scope[WIRE] = self
+
+    def send_text_frame(self, payload: bytes) -> bool:
+        """Write a text frame carrying ``payload`` now, past the ASGI layers; False when it
+        cannot go this way (the connection is not open, is closing, or its socket buffer is
+        full): the caller then sends it through ASGI, which waits or raises as it should."""
+        if (
+            self.close_sent
+            or self.disconnected
+            or not self.handshake_complete
+            or not self.writable.is_set()
+            or self.conn.state is not State.OPEN
+            or self.conn.extensions
+        ):
+            return False
+        self.transport.write(text_frame(payload))
+        return True

@@ -1,0 +1,144 @@
+"""The gateway's WebSocket protocol (``gateway.wire``): its text frames are byte for byte the
+websockets library's, and what one loop iteration writes to a connection goes out in one
+write, in order, also across a close. Over a real uvicorn server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.routing import WebSocketRoute
+from starlette.websockets import WebSocket
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+from websockets.frames import Frame, Opcode
+from websockets.server import ServerProtocol
+
+from hermes_es.gateway.outbox import GONE, Outbox
+from hermes_es.gateway.wire import FLUSH_BYTES, WIRE, GatewayWebSocketProtocol, text_frame
+
+
+def test_a_text_frame_is_what_websockets_writes_for_it() -> None:
+    """Every length class of the header (7-bit, 16-bit, 64-bit), and a non-ASCII payload."""
+    for payload in (b"", b"{}", b"x" * 125, b"y" * 126, b"z" * 65535, b"w" * 65536,
+                    '{"t":"é ✓ 𝄞"}'.encode()):  # fmt: skip
+        theirs = Frame(Opcode.TEXT, payload).serialize(mask=False, extensions=[])
+        assert text_frame(payload) == theirs
+    conn = ServerProtocol()
+    conn.state = conn.state.OPEN  # (as after a handshake)
+    conn.send_text(b"abc")
+    assert text_frame(b"abc") == b"".join(conn.data_to_send())
+
+
+def _serve(app_ws: Any, client: Any) -> None:
+    async def main() -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            Starlette(routes=[WebSocketRoute("/ws", app_ws)]),
+            log_level="warning",
+            lifespan="off",
+            ws=GatewayWebSocketProtocol,
+            ws_per_message_deflate=False,
+        )
+        server = uvicorn.Server(config)
+        task = asyncio.create_task(server.serve(sockets=[sock]))
+        try:
+            while not server.started:
+                await asyncio.sleep(0.01)
+            await asyncio.wait_for(client(f"ws://127.0.0.1:{port}/ws"), 60)
+        finally:
+            server.should_exit = True
+            await asyncio.wait_for(task, 30)
+
+    asyncio.run(main())
+
+
+def test_one_iterations_frames_go_out_in_one_write_in_order_then_the_close() -> None:
+    """Frames sent from one callback (direct writes and one through ASGI) and the close
+    after them are one socket write: the client gets them all, in order, then 1000; frames
+    past ``FLUSH_BYTES`` are written without waiting for the iteration's end."""
+    writes: list[int] = []
+    got: list[str] = []
+    closed: list[int | None] = []
+
+    async def ws(websocket: WebSocket) -> None:
+        await websocket.accept()
+        await websocket.receive_text()
+        wire = websocket.scope[WIRE]
+        real = wire.transport._transport
+        original = real.write
+
+        def counted(data: bytes) -> None:
+            writes.append(len(data))
+            original(data)
+
+        real.write = counted
+        outbox = Outbox(websocket, limit=100, on_gone=lambda: None)
+        for n in range(5):
+            outbox.send(f"small {n}".encode())
+        await websocket.send_text("through asgi")  # (does not suspend: joins the same write)
+        assert writes == []  # nothing written yet: held until the iteration ends
+        await websocket.close(code=1000)
+        assert len(writes) == 1  # the close wrote what was held first, then itself
+        writes.clear()
+        big = b"b" * FLUSH_BYTES
+        assert not wire.send_text_frame(big)  # closed: the caller must go through ASGI
+
+    async def client(url: str) -> None:
+        async with connect(url, compression=None) as conn:
+            await conn.send("go")
+            try:
+                while True:
+                    got.append(str(await conn.recv()))
+            except ConnectionClosed as exc:
+                closed.append(exc.rcvd.code if exc.rcvd is not None else None)
+
+    _serve(ws, client)
+    assert got == [*(f"small {n}" for n in range(5)), "through asgi"]
+    assert closed == [1000]
+
+
+def test_held_bytes_past_the_bound_are_written_at_once() -> None:
+    """A burst bigger than ``FLUSH_BYTES`` is written as it passes the bound, not held for
+    the whole iteration; every frame still arrives, in order."""
+    writes: list[int] = []
+    got: list[int] = []
+
+    async def ws(websocket: WebSocket) -> None:
+        await websocket.accept()
+        await websocket.receive_text()
+        wire = websocket.scope[WIRE]
+        real = wire.transport._transport
+        original = real.write
+
+        def counted(data: bytes) -> None:
+            writes.append(len(data))
+            original(data)
+
+        real.write = counted
+        outbox = Outbox(websocket, limit=1000, on_gone=lambda: None)
+        chunk = FLUSH_BYTES // 4
+        for n in range(10):
+            outbox.send(f"{n:04d}".encode() + b"x" * chunk)
+        assert len(writes) >= 2  # written at the bound, twice, before the iteration ended
+        try:
+            while True:
+                await websocket.receive_text()
+        except GONE:
+            pass
+        finally:
+            outbox.close()
+
+    async def client(url: str) -> None:
+        async with connect(url, compression=None, max_size=2**20) as conn:
+            await conn.send("go")
+            for _ in range(10):
+                got.append(int(str(await conn.recv())[:4]))
+
+    _serve(ws, client)
+    assert got == list(range(10))
