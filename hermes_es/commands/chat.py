@@ -329,6 +329,10 @@ class Chat:
         self._as_chat: dict[int, tuple[dict[str, Any], ChatMessage]] = {}
         """``window``'s conversions: id of a mapping in memory → (that mapping, its message)."""
         self._window: _Window | None = None
+        self._definitions: tuple[tuple[str, ...], list[dict[str, Any]]] | None = None
+        """The last ``tool_definitions``: for which pinned tools, and the array."""
+        self._context: tuple[tuple[str, Path | None], ToolContext] | None = None
+        """The last ``tool_context``: for which cwd and workspace, and the context."""
         """The last window, and how much of which in-memory transcript it covers."""
         self.version = state.version
         self._memory: list[dict[str, Any]] | None = None
@@ -724,16 +728,21 @@ class Chat:
         """The request's ``tools`` array: the session's pinned tools the registry can run."""
         from hermes_es.tools import definitions
 
-        pinned = self._meta.tools if self._meta.tools is not None else self.tools
-        return definitions(pinned)
+        pinned = tuple(self._meta.tools if self._meta.tools is not None else self.tools)
+        if self._definitions is None or self._definitions[0] != pinned:
+            self._definitions = (pinned, definitions(pinned))  # (the registry is fixed)
+        return list(self._definitions[1])
 
     def tool_context(self) -> ToolContext:
         """What this session's tools may see: its workspace and a store search."""
         from hermes_es.tools import ToolContext
 
         cwd = self._meta.cwd
-        workspace = Path(cwd) if cwd else self.workspace
-        return ToolContext(workspace=workspace, search=self._search_lines)
+        if self._context is None or self._context[0] != (cwd, self.workspace):
+            workspace = Path(cwd) if cwd else self.workspace
+            context = ToolContext(workspace=workspace, search=self._search_lines)
+            self._context = ((cwd, self.workspace), context)
+        return self._context[1]
 
     def _search_lines(self, query: str, limit: int) -> list[str]:
         hits = self.engine.search(query, limit=limit)

@@ -36,6 +36,9 @@ WIRE = "hermes.wire"
 FLUSH_BYTES = 64 * 1024
 """Held bytes that are written at once rather than at the end of the loop iteration."""
 
+READ_AHEAD = 32
+"""Messages a connection may have waiting for the app before its socket is not read."""
+
 
 class HeldTransport:
     """An asyncio transport whose writes of one loop iteration are joined into one write."""
@@ -116,7 +119,23 @@ def text_frame(payload: bytes) -> bytes:
 
 class GatewayWebSocketProtocol(WebSocketsSansIOProtocol):
     """uvicorn's websockets-sansio protocol on a ``HeldTransport``, found in its connection's
-    ASGI scope under ``WIRE``."""
+    ASGI scope under ``WIRE``.
+
+    uvicorn stops reading the socket after each message it queues for the app, until the app
+    takes it (two ``epoll_ctl`` calls and the selector's bookkeeping per request); here it
+    stops only once ``READ_AHEAD`` messages wait, which bounds a flooding client the same way.
+    """
+
+    def send_receive_event_to_app(self) -> None:
+        paused = self.read_paused
+        self.read_paused = True  # (so uvicorn does not pause reading for this message)
+        try:
+            super().send_receive_event_to_app()
+        finally:
+            self.read_paused = paused
+        if not paused and self.queue.qsize() >= READ_AHEAD:
+            self.read_paused = True
+            self.transport.pause_reading()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)

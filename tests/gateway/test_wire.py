@@ -18,7 +18,13 @@ from websockets.frames import Frame, Opcode
 from websockets.server import ServerProtocol
 
 from hermes_es.gateway.outbox import GONE, Outbox
-from hermes_es.gateway.wire import FLUSH_BYTES, WIRE, GatewayWebSocketProtocol, text_frame
+from hermes_es.gateway.wire import (
+    FLUSH_BYTES,
+    READ_AHEAD,
+    WIRE,
+    GatewayWebSocketProtocol,
+    text_frame,
+)
 
 
 def test_a_text_frame_is_what_websockets_writes_for_it() -> None:
@@ -142,3 +148,54 @@ def test_held_bytes_past_the_bound_are_written_at_once() -> None:
 
     _serve(ws, client)
     assert got == list(range(10))
+
+
+def test_reading_pauses_only_once_read_ahead_messages_wait() -> None:
+    """A client's requests are read on without a pause per message (uvicorn's own protocol
+    stops reading after each one); once ``READ_AHEAD`` of them wait for the app the socket
+    is not read, and once the app took them all it is read again: every message arrives,
+    in order."""
+    seen: dict[str, Any] = {}
+    got: list[str] = []
+    pauses: list[int] = []
+
+    async def ws(websocket: WebSocket) -> None:
+        await websocket.accept()
+        wire = websocket.scope[WIRE]
+        real = wire.transport._transport
+        original = real.pause_reading
+
+        def counted() -> None:
+            pauses.append(wire.queue.qsize())
+            original()
+
+        real.pause_reading = counted
+        await websocket.send_text("ready")
+        for _ in range(3):
+            got.append(await websocket.receive_text())
+        seen["pauses_for_three"] = len(pauses)
+        await websocket.send_text("next")
+        await asyncio.sleep(0.5)  # meanwhile the client sends 200 more
+        seen["paused"] = wire.read_paused
+        for _ in range(200):
+            got.append(await websocket.receive_text())
+        seen["resumed"] = not wire.read_paused
+        await websocket.send_text("done")
+
+    async def client(url: str) -> None:
+        async with connect(url, compression=None) as conn:
+            assert await conn.recv() == "ready"
+            for n in range(3):
+                await conn.send(f"f{n}")
+                await asyncio.sleep(0.05)
+            assert await conn.recv() == "next"
+            for n in range(200):
+                await conn.send(f"m{n}")
+            assert await conn.recv() == "done"
+
+    _serve(ws, client)
+    assert got == [*(f"f{n}" for n in range(3)), *(f"m{n}" for n in range(200))]
+    assert seen["pauses_for_three"] == 0
+    assert seen["paused"] is True
+    assert pauses and all(waiting >= READ_AHEAD for waiting in pauses)
+    assert seen["resumed"] is True
