@@ -9,7 +9,9 @@ when it is built, ``tokenizer`` in the output says which); ``hermes_py`` is the 
 reference), so the two builds are compared in the same run.
 
 Each build runs ``--repeat`` times, interleaved, and the fastest is kept (CPU time of this
-process, and wall time), to damp a busy machine.
+process, and wall time), to damp a busy machine. ``*_row_insert_cpu_us``: the CPU time a row of
+indexing the first 20,000 messages one ``INSERT`` a row, 25 rows a transaction, into a table
+made as ``messages_fts`` is (what a live append pays; the floor is ``unicode61``'s).
 
 Run: ``python -m bench.bench_tokenizer [--n 200000] [--cjk 0.05] [--seed 1] [--repeat 3]``
 """
@@ -110,6 +112,31 @@ def time_build(conn: apsw.Connection, table: str, tokenize: str) -> tuple[float,
     return elapsed, cpu
 
 
+ROW_GROUP = 25
+"""Rows a transaction in ``time_rows`` (the gateway writer's groups are about that size)."""
+
+
+def time_rows(conn: apsw.Connection, table: str, tokenize: str, rows: int) -> float:
+    """CPU seconds a row of indexing the first ``rows`` messages one ``INSERT`` each, in
+    transactions of ``ROW_GROUP`` (as live appends index them), into a fresh FTS table made as
+    the store makes ``messages_fts`` (prefix index, secure-delete)."""
+    conn.execute(
+        f"CREATE VIRTUAL TABLE {table} USING fts5(content, content='messages', "
+        f"content_rowid='id', tokenize='{tokenize}', prefix='3');"
+        f"INSERT INTO {table}({table}, rank) VALUES('secure-delete', 1)"
+    )
+    texts = conn.execute("SELECT id, content FROM messages LIMIT ?", (rows,)).fetchall()
+    sql = f"INSERT INTO {table}(rowid, content) VALUES(?, ?)"
+    cpu = time.process_time()
+    for at in range(0, len(texts), ROW_GROUP):
+        with conn:
+            for row in texts[at : at + ROW_GROUP]:
+                conn.execute(sql, row)
+    cpu = time.process_time() - cpu
+    conn.execute(f"DROP TABLE {table}")
+    return cpu / len(texts)
+
+
 def run(n: int, cjk_fraction: float, seed: int, repeat: int) -> dict[str, object]:
     """Build with each tokenizer ``repeat`` times (interleaved); report the best of each."""
     best = dict.fromkeys(TOKENIZERS, float("inf"))
@@ -125,11 +152,14 @@ def run(n: int, cjk_fraction: float, seed: int, repeat: int) -> dict[str, object
         tokenize = conn.fts5_tokenizer("hermes")
         for (text,) in conn.execute("SELECT content FROM messages"):
             tokens += len(tokenize(text.encode(), apsw.FTS5_TOKENIZE_DOCUMENT, None))
+        per_row = dict.fromkeys(TOKENIZERS, float("inf"))
         for _ in range(repeat):
             for name, spec in TOKENIZERS.items():
                 wall, cpu = time_build(conn, f"fts_{name}", spec)
                 best[name] = min(best[name], wall)
                 best_cpu[name] = min(best_cpu[name], cpu)
+                row_cpu = time_rows(conn, f"fts_{name}", spec, min(n, 20_000))
+                per_row[name] = min(per_row[name], row_cpu)
         conn.close()
     plain, hermes = best_cpu["unicode61"], best_cpu["hermes"]
     out: dict[str, object] = {
@@ -145,6 +175,7 @@ def run(n: int, cjk_fraction: float, seed: int, repeat: int) -> dict[str, object
         out[f"{name}_cpu_s"] = round(best_cpu[name], 3)
         out[f"{name}_rows_per_cpu_s"] = round(n / best_cpu[name])
         out[f"{name}_tokens_per_cpu_s"] = round(tokens / best_cpu[name])
+        out[f"{name}_row_insert_cpu_us"] = round(per_row[name] * 1e6, 1)
     out["hermes_over_unicode61_cpu"] = round(plain / hermes, 3)
     out["hermes_py_over_unicode61_cpu"] = round(plain / best_cpu["hermes_py"], 3)
     out["hermes_over_hermes_py_cpu"] = round(best_cpu["hermes_py"] / hermes, 3)
