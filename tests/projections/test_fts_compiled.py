@@ -284,3 +284,16 @@ def test_python_build_when_asked(monkeypatch: pytest.MonkeyPatch, library: Path)
         conn.execute(f"SELECT {fts.COMPILED_MARKER}()")
     assert conn.fts5_tokenizer(fts.TOKENIZER_NAME)(b"a_b", apsw.FTS5_TOKENIZE_DOCUMENT, None)
     conn.close()
+
+
+def test_doctor_says_which_build(monkeypatch: pytest.MonkeyPatch, library: Path) -> None:
+    """``hermes doctor``'s search.tokenizer: ok with the compiled build, info naming the
+    switch when the Python one is asked for."""
+    from hermes_es.commands.doctor import check_tokenizer
+
+    found = check_tokenizer()
+    assert (found.check, found.level) == ("search.tokenizer", "ok")
+    assert str(library) in found.message
+    monkeypatch.setenv(fts.TOKENIZER_ENV, "python")
+    found = check_tokenizer()
+    assert found.level == "info" and fts.TOKENIZER_ENV in found.message
