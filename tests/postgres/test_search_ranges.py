@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from hermes_es.commands.engine import SessionEngine
-from hermes_es.store.postgres import search
+from hermes_es.store.postgres import id_blocks, search
 from hermes_es.store.postgres.lexeme_shares import LexemeShares, lexeme_shares
 from hermes_es.store.postgres.tokens import index_query, search_terms
 from tests.pg_server import PgServer
@@ -34,11 +34,19 @@ def _text(i: int) -> str:
     return " ".join(words) + f" n{i}"
 
 
+SMALL_BLOCKS = (12, 13, 15)
+"""Id blocks of 1, 2 and 8 log positions (a message a position here), so that ranges of a
+few rows take blocks of every level."""
+
+
 @pytest.fixture(scope="module")
 def engine(pg_server: PgServer) -> Iterator[SessionEngine]:
-    """A PostgreSQL store of MESSAGES messages with terms of every frequency, analyzed."""
-    with analyzed_store(pg_server, MESSAGES, _text) as eng:
-        yield eng
+    """A PostgreSQL store of MESSAGES messages with terms of every frequency, analyzed, its
+    rows in small id blocks (``SMALL_BLOCKS``, in force while the store is used)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(id_blocks, "BLOCK_SHIFTS", SMALL_BLOCKS)
+        with analyzed_store(pg_server, MESSAGES, _text) as eng:
+            yield eng
 
 
 QUERIES = [
@@ -58,23 +66,21 @@ QUERIES = [
 
 @pytest.mark.parametrize("query", QUERIES)
 @pytest.mark.parametrize("size", [1, 5, 40, 1000])
-@pytest.mark.parametrize("row_share", [0.0, 1.0])
+@pytest.mark.parametrize("max_rows", [8, 40])
 def test_ranges_find_the_newest_matches(
-    engine: SessionEngine, query: str, size: int, row_share: float, monkeypatch: pytest.MonkeyPatch
+    engine: SessionEngine, query: str, size: int, max_rows: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With ranges of 8 rows (from the primary key or from BRIN), every query yields the
-    newest ``size`` matches and their scores, exactly as one statement does, below a bound
-    too; a term in many more rows than wanted is read by bounded ranges."""
+    """With ranges of 8 or 40 rows (id blocks of every level), every query yields the newest
+    ``size`` matches and their scores, exactly as one statement does, below a bound too; a
+    term in many more rows than wanted is read by bounded ranges."""
     conn = engine.store.connection()
-    monkeypatch.setattr(search, "MAX_RANGE_ROWS", 8)
-    monkeypatch.setattr(search, "MAX_LOSSY_ROWS", 8)
-    monkeypatch.setattr(search, "ROW_SHARE", row_share)
+    monkeypatch.setattr(search, "MAX_RANGE_ROWS", max_rows)
     monkeypatch.setattr(search, "WALK_SHARE", 2.0)  # every term read by ranges
-    calls: list[tuple[int | None, bool]] = []
+    calls: list[str | None] = []
     real = search._range
 
     def counted(*args: Any, **kwargs: Any) -> Any:
-        calls.append((args[2], kwargs["exact"]))
+        calls.append(args[2])
         return real(*args, **kwargs)
 
     monkeypatch.setattr(search, "_range", counted)
@@ -87,8 +93,7 @@ def test_ranges_find_the_newest_matches(
         assert [m for _, m in got] == [m for _, m in want]
         assert [s for s, _ in got] == pytest.approx([s for s, _ in want])
     if query in ("sevens", "chat-send", "src/main.py") and size <= 5:
-        assert any(lo is not None for lo, _ in calls)  # bounded ranges, then the rest
-        assert {exact for _, exact in calls} == {row_share == 0.0}
+        assert any(blocks is not None for blocks in calls)  # bounded ranges, then the rest
 
 
 def test_ranges_inside_a_transaction(engine: SessionEngine) -> None:

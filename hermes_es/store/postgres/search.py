@@ -28,6 +28,7 @@ from hermes_es.aggregates.state import SessionState
 from hermes_es.aggregates.validation import content_text
 from hermes_es.projections.base import Change, message_row_id
 from hermes_es.projections.search import new_messages
+from hermes_es.store.postgres import id_blocks
 from hermes_es.store.postgres.lexeme_shares import lexeme_shares
 from hermes_es.store.postgres.tokens import (
     INCOMPLETE,
@@ -81,11 +82,12 @@ class PgSearchProjector:
         ]
 
     def _rows(self, changes: Sequence[Change]) -> list[tuple[int, str]]:
-        return [
-            (message_row_id(change.position, i), tsvector_literal(content_text(m.content)))
-            for change in changes
-            for i, m in enumerate(new_messages(change.event))
-        ]
+        rows = []
+        for change in changes:
+            for i, m in enumerate(new_messages(change.event)):
+                mid = message_row_id(change.position, i)
+                rows.append((mid, row_tsvector(mid, content_text(m.content))))
+        return rows
 
     def apply(self, conn: Any, change: Change) -> None:
         """Index the text of every message the event adds."""
@@ -109,6 +111,12 @@ class PgSearchProjector:
             f" (SELECT id FROM {self.p}messages WHERE session_id = ?)",
             (session_id,),
         )
+
+
+def row_tsvector(row_id: int, text: str) -> str:
+    """The ``tsvector`` input of one message row: its tokens and pairs (``tokens.py``) and its
+    id-block lexemes (``id_blocks.py``)."""
+    return tsvector_literal(text) + " " + id_blocks.literal(row_id)
 
 
 class Query(NamedTuple):
@@ -170,10 +178,11 @@ REINDEX_BATCH = 20_000
 def reindex(curs: Any, progress: Callable[[int], None] | None = None) -> int:
     """Rewrite ``messages_fts`` from the text of the message rows it indexes (``messages``
     holds each message's searchable text), inside the caller's transaction: every ``tsvector``
-    made again by ``tsvector_literal`` into a fresh table, which then replaces the old one
-    and gets its indexes. The upgrade of PostgreSQL layout 2 (tsvectors without pair lexemes)
-    to 3, without replaying the log. A row whose message row is gone keeps its tsvector.
-    Returns the rows written; ``progress`` gets the count after each batch."""
+    made again by ``row_tsvector`` into a fresh table, which then replaces the old one and
+    gets its indexes. The upgrade of PostgreSQL layout 2 (tsvectors without pair lexemes),
+    without replaying the log. A row whose message row is gone keeps its tsvector (with its
+    id-block lexemes added). Returns the rows written; ``progress`` gets the count after each
+    batch."""
     curs.execute("DROP TABLE IF EXISTS reindex_messages_fts")
     curs.execute("CREATE TABLE reindex_messages_fts (id BIGINT NOT NULL, tsv TSVECTOR NOT NULL)")
     last, done = -1, 0
@@ -190,19 +199,45 @@ def reindex(curs: Any, progress: Callable[[int], None] | None = None) -> int:
                 mid, content, old = (
                     (row["id"], row["content"], row["tsv"]) if isinstance(row, dict) else row
                 )
-                copy.write_row((mid, old if content is None else tsvector_literal(content)))
+                if content is None:
+                    tsv = old + " " + id_blocks.literal(mid)
+                else:
+                    tsv = row_tsvector(mid, content)
+                copy.write_row((mid, tsv))
         done += len(rows)
         last = int(rows[-1]["id"] if isinstance(rows[-1], dict) else rows[-1][0])
         if progress is not None:
             progress(done)
+    _swap_in(curs)
+    return done
+
+
+def add_id_blocks(curs: Any) -> None:
+    """Add the id-block lexemes (``id_blocks.py``) to every row of ``messages_fts``, inside
+    the caller's transaction: the table is copied with them (in the server, no tokenizing)
+    into a fresh one, which replaces it and gets its indexes. The upgrade of PostgreSQL
+    layout 3 to 4, without replaying the log."""
+    curs.execute("DROP TABLE IF EXISTS reindex_messages_fts")
+    curs.execute(
+        "CREATE TABLE reindex_messages_fts AS SELECT id,"
+        f" tsv || {id_blocks.sql_lexemes('id')} AS tsv FROM messages_fts ORDER BY id"
+    )
+    curs.execute("ALTER TABLE reindex_messages_fts ALTER COLUMN tsv SET NOT NULL")
+    _swap_in(curs)
+
+
+def _swap_in(curs: Any) -> None:
+    """``reindex_messages_fts`` becomes ``messages_fts``, with its indexes and statistics."""
     curs.execute("DROP TABLE messages_fts")
     curs.execute("ALTER TABLE reindex_messages_fts RENAME TO messages_fts")
     curs.execute("ALTER TABLE messages_fts ADD PRIMARY KEY (id)")
-    curs.execute("SET LOCAL maintenance_work_mem = '1GB'")
+    curs.execute(
+        "SELECT set_config('maintenance_work_mem', GREATEST(setting::bigint, 1048576)::text"
+        " || 'kB', true) FROM pg_settings WHERE name = 'maintenance_work_mem'"
+    )
     for statement in PgSearchProjector().indexes():
         curs.execute(statement)
     curs.execute("ANALYZE messages_fts")
-    return done
 
 
 FIRST_SLICE = 2048
@@ -407,18 +442,14 @@ backwards (reading about ``size / share`` rows) instead of reading an id range's
 RANGE_OVERSHOOT = 1.3
 """An id range is sized for this many times the matches still wanted, at the estimated (then
 the seen) share of matching rows."""
-MAX_RANGE_ROWS = 150_000
-"""Most rows the first id range from the primary key covers (its bitmap costs per row of the
-range); each next range may be four times the one before."""
-MAX_LOSSY_ROWS = 1_000_000
-"""Most rows the first id range from the BRIN index covers (its bitmap is nearly free, and a
-second range would build the GIN bitmap again; the range is bounded anyway by the smallest
-listed share, below which a term is read whole); each next one may be four times as many."""
+MAX_RANGE_ROWS = 1_000_000
+"""Most rows the first id range covers (the index reads the postings of its id blocks, a
+little per row of the range); each next range may be four times as many."""
 WHOLE_REST = 1.5
 """When the rows left are expected to hold at most this many times the matches still
 wanted, the last range takes them all (no lower bound)."""
 RANGE_SETTINGS = BITMAP_SETTINGS
-"""An id range: the GIN bitmap ANDed with the primary key's bitmap of the range (exact)."""
+"""An id range: a bitmap of the GIN index alone (the query's and the blocks' conditions)."""
 
 
 def _bounds(conn: Any, below: int | None) -> tuple[int, int, float] | None:
@@ -437,37 +468,24 @@ def _bounds(conn: Any, below: int | None) -> tuple[int, int, float] | None:
     return top, bottom, total / max(high - bottom + 1, 1)
 
 
-ROW_SHARE = 0.03
-"""Estimated share of matching rows from which an id range is the primary key's (exact)
-bitmap: it costs about a fifth of a microsecond per row of the range, which is narrow for a
-frequent term; below it, the BRIN index's (lossy, nearly free) one, which costs a recheck of
-every row sharing a table page with a match (about five rows a page)."""
-
-
 def _range(
-    conn: Any, query: Query, lo: int | None, hi: int, limit: int, *, exact: bool
+    conn: Any, query: Query, blocks: str | None, hi: int, limit: int
 ) -> list[tuple[int, float]]:
-    """(id, score) of the newest ``limit`` matches with ``lo <= id <= hi``: the GIN index's
-    bitmap ANDed with a bitmap of the id range, so only the range's matches (and, from a
-    lossy bitmap, the other rows of their pages) are read from the table. ``exact``: the range
-    from the primary key (the bounds as row comparisons, which only a b-tree answers), else
-    from the BRIN index. Without ``lo`` the bound on ``hi`` is a filter, not an index
-    condition: the bitmap of every match."""
+    """(id, score) of the newest ``limit`` matches at or below ``hi`` among the rows of the
+    id blocks ``blocks`` (a ``tsquery`` of block lexemes, ``id_blocks.cover``; None: every
+    row): one GIN bitmap of both conditions, which the index intersects by skipping through
+    the query's postings to the blocks' rows (``id_blocks.py``), so only the range's
+    matches are read from the table. The bound on ``hi`` is a filter, not an index
+    condition."""
     cond, params = query.where(planned=False)
-    if lo is None:
-        bound = "(id <= %s) IS TRUE"
-        params.append(hi)
-    elif exact:
-        bound = "ROW(id, 0) <= ROW(%s::bigint, 0) AND ROW(id, 0) >= ROW(%s::bigint, 0)"
-        params += [hi, lo]
-    else:
-        bound = "id <= %s AND id >= %s"
-        params += [hi, lo]
+    if blocks is not None:
+        cond += " AND tsv @@ (SELECT %s::tsquery)"
+        params.append(blocks)
     sql = (
         "SELECT c.id, ts_rank(c.tsv, %s::tsquery) FROM (SELECT id, tsv FROM messages_fts"
-        f" WHERE {cond} AND {bound} ORDER BY id DESC LIMIT %s) c"
+        f" WHERE {cond} AND (id <= %s) IS TRUE ORDER BY id DESC LIMIT %s) c"
     )
-    params = [query.rank, *params, limit]
+    params = [query.rank, *params, hi, limit]
     if conn.in_transaction:
         rows = conn.execute_pg(sql, params, prepare=False).fetchall()
     else:
@@ -503,12 +521,12 @@ def newest_matches(
 
     - at ``WALK_SHARE`` or more, the primary key is walked backwards (one statement);
     - else the newest id range expected to hold ``RANGE_OVERSHOOT`` times the matches wanted
-      is read as the GIN bitmap ANDed with a bitmap of the range (``_range``): the primary
-      key's, exact, from ``ROW_SHARE`` up (at most ``MAX_RANGE_ROWS`` rows), else the BRIN
-      index's, lossy (at most ``MAX_LOSSY_ROWS``), so only the range's matches (and the rows
-      sharing their pages) are fetched; when it holds too few, the next older range is sized
-      from the share seen so far (each cap four times the one before), and when the rest of
-      the store is expected to hold few more than wanted, it is read whole;
+      (at most ``MAX_RANGE_ROWS`` rows, on id-block boundaries) is read as one GIN bitmap of
+      the query and the range's id blocks (``_range``), so the index reads the postings inside
+      the range and only the range's matches are fetched; when it holds too few, the next
+      older range is sized from the share seen so far (each cap four times the one before),
+      and when the rest of the store is expected to hold few more than wanted, it is read
+      whole;
     - a term rarer than every lexeme the statistics list (in fewer than their smallest share
       of the rows), or whose matches are all expected to be about as many as wanted, is one
       statement over every match (``_every_match``).
@@ -536,17 +554,15 @@ def newest_matches(
     while True:
         wanted = size - len(found)
         rest = (hi - bottom + 1) * density
-        exact = share >= ROW_SHARE
-        cap = grown * (MAX_RANGE_ROWS if exact else MAX_LOSSY_ROWS)
-        rows = min(RANGE_OVERSHOOT * wanted / max(share, 1e-9), cap)
-        start = hi - int(rows / density) + 1
-        lo: int | None = start
-        if share <= shares.least or share * rest <= WHOLE_REST * wanted or start <= bottom:
+        rows = min(RANGE_OVERSHOOT * wanted / max(share, 1e-9), grown * MAX_RANGE_ROWS)
+        blocks: str | None
+        blocks, lo = id_blocks.cover(max(hi - int(rows / density) + 1, bottom), hi)
+        if share <= shares.least or share * rest <= WHOLE_REST * wanted or lo <= bottom:
             if not found:  # every match: the planner's own plan, seeing the terms
                 return _every_match(conn, query, below, size)
-            lo = None
-        found += _range(conn, query, lo, hi, wanted, exact=exact)
-        if len(found) >= size or lo is None:
+            blocks = None
+        found += _range(conn, query, blocks, hi, wanted)
+        if len(found) >= size or blocks is None:
             break
         seen += (hi - lo + 1) * density
         share = max(len(found), 0.5) / seen
