@@ -1,5 +1,6 @@
 """Id-block lexemes: every row's tsvector names its id blocks, a range's blocks select exactly
-its rows through the GIN index, and a store of layout 3 gets them added in place."""
+its rows through the GIN index, and a store of layout 3 gets them (and the prefix lexemes)
+added in place."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from hermes_es.store.postgres.schema import layout
 from hermes_es.store.postgres.search import row_tsvector
 
 STRIP_BLOCKS = (
-    "ts_delete(tsv, ARRAY(SELECT lexeme FROM unnest(tsv) WHERE left(lexeme, 2) = '\u00a7 '))"
+    "ts_delete(tsv, ARRAY(SELECT lexeme FROM unnest(tsv)"
+    " WHERE left(lexeme, 2) IN ('\u00a7 ', '\u00a7<')))"
 )
-"""A tsvector without its id-block lexemes (what layout 3 stored)."""
+"""A tsvector without its id-block and prefix lexemes (what layout 3 stored)."""
 
 
 @pytest.mark.parametrize(
@@ -66,14 +68,16 @@ def test_blocks_select_the_rows_of_a_range(pg_url: str) -> None:
 
 
 def test_layout_3_store_gets_its_blocks_in_place(pg_url: str) -> None:
-    """Opening a store of PostgreSQL layout 3 (tsvectors without id blocks) adds the block
-    lexemes to every row of the search index in the server, without replaying the log; the
-    indexes are there again and search finds the same messages."""
+    """Opening a store of PostgreSQL layout 3 (tsvectors without id blocks and prefixes) adds
+    the block and prefix lexemes to every row of the search index in the server, without
+    replaying the log: each row then holds what a new row holds, the indexes are there again
+    and search finds the same messages."""
     with SessionEngine.open(pg_url, actor="test") as eng:
         sid = eng.start_session("cli", cwd="")
         for text in ("please run chat-send now", "send chat", "the of the", "nothing"):
             eng.append_message(sid, "user", text)
     with psycopg.connect(pg_url, autocommit=True) as conn:
+        written = conn.execute("SELECT id, tsv::text FROM messages_fts ORDER BY id").fetchall()
         conn.execute(f"UPDATE messages_fts SET tsv = {STRIP_BLOCKS}")
         conn.execute(
             "UPDATE hermes_meta SET value = %s WHERE key = 'schema_version'",
@@ -84,7 +88,11 @@ def test_layout_3_store_gets_its_blocks_in_place(pg_url: str) -> None:
     with SessionEngine.open(pg_url, actor="test") as eng:
         assert [h.seq for h in eng.search("chat-send")] == [0]
         assert [h.seq for h in eng.search('"the of"')] == [2]
+        assert sorted(h.seq for h in eng.search("sen*")) == [0, 1]
     with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert conn.execute("SELECT id, tsv::text FROM messages_fts ORDER BY id").fetchall() == (
+            written
+        )
         version = conn.execute(
             "SELECT value FROM hermes_meta WHERE key = 'schema_version'"
         ).fetchone()

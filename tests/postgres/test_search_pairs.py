@@ -25,7 +25,7 @@ WORDS = ["the", "of", "to", "chat", "send", "alpha", "beta", "東", "京", "p2",
 STRIP_PAIRS = (
     "ts_delete(tsv, ARRAY(SELECT lexeme FROM unnest(tsv) WHERE left(lexeme, 1) = '\u00a7'))"
 )
-"""A tsvector without its pair lexemes (what layout 2 stored)."""
+"""A tsvector without its pair lexemes (what layout 2 stored; its prefix lexemes go too)."""
 
 
 def test_tsvector_holds_the_pairs_of_adjacent_tokens(pg_url: str) -> None:
@@ -40,6 +40,12 @@ def test_tsvector_holds_the_pairs_of_adjacent_tokens(pg_url: str) -> None:
     assert {"§run chat", "§chat send", "§send then", "§then 東", "§東 京", "§京 it"} <= lexemes
     assert {"run", "chat", "send", "東", "it", "s"} <= lexemes
     assert INCOMPLETE not in lexemes
+    assert {lexeme for lexeme in lexemes if lexeme.startswith("§<")} == {
+        "§<run",
+        "§<cha",
+        "§<sen",
+        "§<the",
+    }
 
 
 def test_missing_pairs_are_marked(pg_url: str) -> None:
@@ -67,6 +73,7 @@ def _corpus() -> list[str]:
 def _queries() -> list[str]:
     rng = random.Random(9)
     found = ["chat-send", "P2.2", "東京", '"the of"', '"chat se"*', '"of th"*', "the", "be*"]
+    found += ["alp*", "cha*", "sen*", "xxx*", "alph*", "bet* the"]  # prefix lexemes, and not
     found += ['"' + " ".join(rng.choices(WORDS, k=rng.randint(2, 4))) + '"' for _ in range(60)]
     found += ["a" * (PAIR_MAX_CHARS - 1) + " chat", "x" * 3000 + "-send", "x" * 3000]
     return found

@@ -120,7 +120,8 @@ def test_search_messages_defaults_to_ranges(engine: SessionEngine) -> None:
 
 def test_shares_come_from_the_statistics(engine: SessionEngine) -> None:
     """The statistics give a listed lexeme its share, an unlisted one the smallest listed
-    share, a phrase its rarest pair's share, a prefix the sum of the lexemes it covers."""
+    share, a phrase its rarest pair's share, a prefix the sum of the lexemes it covers (its
+    prefix lexeme's share when it has one)."""
     shares = lexeme_shares(engine.store.connection())
     assert shares is not None
     assert shares.lexeme("common") == pytest.approx(1.0, abs=0.02)
@@ -131,6 +132,9 @@ def test_shares_come_from_the_statistics(engine: SessionEngine) -> None:
     assert made.query(search_terms("a*")) == pytest.approx(0.6)
     assert made.query(search_terms("a-b-c")) == 0.05
     assert made.query(search_terms("a zz")) == pytest.approx(0.005)
+    lexed = LexemeShares({"§<abc": 0.3, "abcd": 0.2, "abce": 0.05}, 0.01)
+    assert lexed.query(search_terms("abc*")) == 0.3  # its prefix lexeme
+    assert lexed.query(search_terms("abcd*")) == 0.2  # the lexemes it covers
     assert LexemeShares.of_rows(None, None) is None
 
 

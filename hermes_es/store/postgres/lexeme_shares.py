@@ -5,7 +5,8 @@ lexemes alike) with the share of rows holding each, and the smallest such share
 (``pg_stats.most_common_elems`` / ``most_common_elem_freqs``). ``newest_matches`` sizes the id
 range it reads from these shares: a term's share is its lexeme's (a lexeme not in the list is
 in fewer rows than the smallest listed share, and counts as that share), a prefix's is the sum
-of the listed lexemes it covers (at least the smallest share), a term of several tokens is in
+of the listed lexemes it covers (at least the smallest share; a prefix answered by a prefix
+lexeme, ``tokens.prefix_lexeme``, that lexeme's share), a term of several tokens is in
 no more rows than its rarest pair (or, without indexable pairs, its rarest token), and the
 terms of a query are taken as independent (their shares multiplied), as the planner does.
 
@@ -21,7 +22,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from hermes_es.store.postgres.tokens import PAIR, Term, pair_lexeme
+from hermes_es.store.postgres.tokens import PAIR, Term, pair_lexeme, prefix_lexeme
 
 REFRESH_S = 300.0
 """Seconds the statistics read are used before being read again."""
@@ -62,7 +63,8 @@ class LexemeShares:
         """Share of rows matching one term (an upper bound for a term of several tokens)."""
         words, prefix = term
         if len(words) == 1:
-            return self.lexeme(words[0], prefix)
+            lexeme = prefix_lexeme(words[0]) if prefix else None
+            return self.lexeme(words[0], prefix) if lexeme is None else self.lexeme(lexeme)
         last = len(words) - 2
         pairs = [
             self.lexeme(p, prefix and i == last)

@@ -18,14 +18,15 @@ from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastor
 PG_LAYOUT = 4
 """Layout of what only the PostgreSQL backend adds (types, search tables). 2: a BRIN index over
 ``messages_fts.id``, no trigram index over ``messages.content``. 3: pair lexemes in every
-``tsvector`` (``tokens.py``). 4: id-block lexemes in every ``tsvector`` (``id_blocks.py``). A
+``tsvector`` (``tokens.py``). 4: id-block lexemes (``id_blocks.py``) and prefix lexemes
+(``tokens.py``) in every ``tsvector``. A
 store of layout 2 has ``messages_fts`` rewritten in place from the message texts
-(``search.reindex``), one of layout 3 has the block lexemes added in the server
-(``search.add_id_blocks``); every other layout has its projections replayed."""
+(``search.reindex``), one of layout 3 has the block and prefix lexemes added in the server
+(``search.add_index_lexemes``); every other layout has its projections replayed."""
 REINDEXED_LAYOUTS = (2,)
 """PostgreSQL layouts that become the current one by rewriting the search index alone."""
 BLOCKED_LAYOUTS = (3,)
-"""PostgreSQL layouts that become the current one by adding the id-block lexemes alone."""
+"""PostgreSQL layouts that become the current one by adding the id-block and prefix lexemes."""
 SAME_SHARED_LAYOUTS = (9, 10)
 """Shared projection layouts whose PostgreSQL tables are the current one's (10 changed only
 SQLite's message indexes: PostgreSQL keeps ``messages_seq``; 11 only SQLite's full-text
@@ -154,9 +155,9 @@ def ensure_schema(datastore: PostgresDatastore, recorder: PostgresApplicationRec
 
                 reindex(curs)
             elif upgrade == "blocks":
-                from hermes_es.store.postgres.search import add_id_blocks
+                from hermes_es.store.postgres.search import add_index_lexemes
 
-                add_id_blocks(curs)
+                add_index_lexemes(curs)
             elif upgrade != "same":  # "same": the tables are the current layout's already
                 live = PgProjectionSet()
                 if version:
@@ -179,7 +180,7 @@ def ensure_schema(datastore: PostgresDatastore, recorder: PostgresApplicationRec
 def _upgrade(version: str) -> str | None:
     """How a store of layout ``version`` becomes the current one: ``"same"`` (its tables
     already are), ``"reindex"`` (rewrite the search index), ``"blocks"`` (add the id-block
-    lexemes to it), None (replay the log)."""
+    and prefix lexemes to it), None (replay the log)."""
     from hermes_es.projections.catalog import SCHEMA_VERSION
 
     shared, _, own = version.partition(".")

@@ -35,7 +35,9 @@ from hermes_es.store.postgres.tokens import (
     Term,
     index_query,
     match_query,
+    prefix_lexeme,
     search_terms,
+    sql_prefix_lexemes,
     tsquery_text,
     tsvector_literal,
 )
@@ -212,15 +214,17 @@ def reindex(curs: Any, progress: Callable[[int], None] | None = None) -> int:
     return done
 
 
-def add_id_blocks(curs: Any) -> None:
-    """Add the id-block lexemes (``id_blocks.py``) to every row of ``messages_fts``, inside
-    the caller's transaction: the table is copied with them (in the server, no tokenizing)
-    into a fresh one, which replaces it and gets its indexes. The upgrade of PostgreSQL
-    layout 3 to 4, without replaying the log."""
+def add_index_lexemes(curs: Any) -> None:
+    """Add the id-block lexemes (``id_blocks.py``) and the prefix lexemes (``tokens.py``) to
+    every row of ``messages_fts``, inside the caller's transaction: the table is copied with
+    them (made in the server from the ids and the stored lexemes, no tokenizing) into a fresh
+    one, which replaces it and gets its indexes. The upgrade of PostgreSQL layout 3 to 4,
+    without replaying the log."""
     curs.execute("DROP TABLE IF EXISTS reindex_messages_fts")
     curs.execute(
         "CREATE TABLE reindex_messages_fts AS SELECT id,"
-        f" tsv || {id_blocks.sql_lexemes('id')} AS tsv FROM messages_fts ORDER BY id"
+        f" tsv || {id_blocks.sql_lexemes('id')} || {sql_prefix_lexemes('tsv')} AS tsv"
+        " FROM messages_fts ORDER BY id"
     )
     curs.execute("ALTER TABLE reindex_messages_fts ALTER COLUMN tsv SET NOT NULL")
     _swap_in(curs)
@@ -508,6 +512,11 @@ def _every_match(conn: Any, query: Query, below: int | None, size: int) -> list[
     return sorted((-float(score), int(mid)) for mid, score in rows)
 
 
+def _one_lexeme(words: list[str]) -> bool:
+    """Whether a prefix term of ``words`` is one prefix lexeme (``tokens.prefix_lexeme``)."""
+    return len(words) == 1 and prefix_lexeme(words[0]) is not None
+
+
 def newest_matches(
     conn: Any, query: Query, below: int | None, size: int, *, big: int = BIG_STORE
 ) -> list[tuple[float, int]]:
@@ -531,9 +540,10 @@ def newest_matches(
       of the rows), or whose matches are all expected to be about as many as wanted, is one
       statement over every match (``_every_match``).
 
-    A query with a prefix term takes ``candidates``' slices (the statistics underestimate a
-    prefix). A store of ``big`` rows or fewer, or one without statistics, is one statement
-    (``_every_match``). Only the matches kept are scored (``ts_rank``).
+    A query with a prefix term other than a prefix lexeme (``tokens.prefix_lexeme``) takes
+    ``candidates``' slices (the statistics underestimate such a prefix). A store of ``big``
+    rows or fewer, or one without statistics, is one statement (``_every_match``). Only the
+    matches kept are scored (``ts_rank``).
     """
     bounds = _bounds(conn, below)
     if bounds is None:
@@ -543,7 +553,7 @@ def newest_matches(
     shares = lexeme_shares(conn) if rows_left > big else None
     if shares is None or not query.terms:
         return _every_match(conn, query, below, size)
-    if any(prefix for _, prefix in query.terms):
+    if any(prefix and not _one_lexeme(words) for words, prefix in query.terms):
         return candidates(conn, query, below, size, sliced=True)
     share = shares.query(query.terms)
     if share >= WALK_SHARE:

@@ -18,6 +18,13 @@ pairs (``match_query``): the index then answers it from the postings of the pair
 message whose pairs are not all there (more tokens than ``MAX_POSITION``, a pair longer than
 ``PAIR_MAX_CHARS``, more than ``PAIR_BUDGET`` characters of pairs) holds the lexeme ``§``
 instead of the missing ones, and is checked against its positions as before.
+
+Prefix lexemes. A prefix (``dep*``) is answered by the GIN index by merging the postings of
+every lexeme it covers, all of them, before anything else: no id range can bound that. So each
+``tsvector`` also holds one lexeme per distinct first ``PREFIX_CHARS`` characters of its
+tokens that long or longer, ``§<`` + those characters (``'§<dep'`` for ``deploy`` and
+``deep``; ``<`` is a separator, so no token or pair starts with it), and a prefix term of
+exactly that many characters is that one lexeme, with its own statistics.
 """
 
 from __future__ import annotations
@@ -49,6 +56,11 @@ PAIR_MAX_CHARS = 200
 """Longest pair lexeme indexed (characters)."""
 PAIR_BUDGET = 32_768
 """Most characters of pair lexemes one message's ``tsvector`` holds."""
+PREFIX = PAIR + "<"
+"""Starts every prefix lexeme (``§<``; ``<`` is a separator to the tokenizer too)."""
+PREFIX_CHARS = 3
+"""Characters of a token its prefix lexeme holds: ``§<dep`` for every token of at least this
+many characters starting with ``dep``, so the prefix term ``dep*`` is one lexeme."""
 
 _local = threading.local()
 
@@ -124,11 +136,31 @@ def tsvector_literal(text: str) -> str:
         before = token
     if not complete:
         pairs[INCOMPLETE] = None
+    for token in positions:
+        if len(token) >= PREFIX_CHARS:
+            pairs[PREFIX + token[:PREFIX_CHARS]] = None
     if "'" in text or "\\" in text:  # only then can a token need escaping
         words = [_quote(t) + ":" + ",".join(p) for t, p in positions.items()]
         return " ".join([*words, *map(_quote, pairs)])
     words = ["'" + t + "':" + ",".join(p) for t, p in positions.items()]
     return " ".join([*words, *("'" + p + "'" for p in pairs)])
+
+
+def sql_prefix_lexemes(column: str) -> str:
+    """An SQL expression giving the prefix lexemes of the ``tsvector`` ``column`` (the words'
+    first ``PREFIX_CHARS`` characters; to add them to rows stored without: ``tsv || <this>``).
+    """
+    return (
+        f"array_to_tsvector(ARRAY(SELECT DISTINCT '{PREFIX}' || left(lexeme, {PREFIX_CHARS})"
+        f" FROM unnest({column}) WHERE left(lexeme, 1) <> '{PAIR}'"
+        f" AND length(lexeme) >= {PREFIX_CHARS}))"
+    )
+
+
+def prefix_lexeme(word: str) -> str | None:
+    """The lexeme a prefix term of the one token ``word`` is answered by, None when the term
+    is not of ``PREFIX_CHARS`` characters (the index then merges every lexeme it covers)."""
+    return PREFIX + word if len(word) == PREFIX_CHARS else None
 
 
 Term = tuple[list[str], bool]
@@ -173,8 +205,10 @@ def match_query(user_query: str) -> str | None:
     """The ``tsquery`` that finds the messages matching ``user_query`` (the same ones as
     ``tsquery_text``), or None when nothing is searchable.
 
-    A term of one token is that token. A term of two tokens is its pair lexeme, or the phrase
-    in a message whose pairs are incomplete: ``'§a b' | '§' & 'a' <-> 'b'``. A longer term
+    A term of one token is that token; a prefix term of one token of ``PREFIX_CHARS``
+    characters is its prefix lexeme (``dep*``: ``'§<dep'``). A term of two tokens is its pair
+    lexeme, or the phrase in a message whose pairs are incomplete:
+    ``'§a b' | '§' & 'a' <-> 'b'``. A longer term
     needs its phrase checked too: ``('§a b' & '§b c' | '§') & 'a' <-> 'b' <-> 'c'``. The index
     reads the postings of the rare lexemes first and skips through the frequent ones.
     """
@@ -186,7 +220,8 @@ def _term_match(words: list[str], prefix: bool) -> str:
     """One term of ``match_query``."""
     phrase = _phrase(words, prefix)
     if len(words) == 1:
-        return phrase
+        lexeme = prefix_lexeme(words[0]) if prefix else None
+        return phrase if lexeme is None else _quote(lexeme)
     pairs = [_pair(a, b) for a, b in itertools.pairwise(words)]
     quoted = [_quote(p) for p in pairs if p is not None]
     if prefix and pairs[-1] is not None:
