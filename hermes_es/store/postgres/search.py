@@ -19,6 +19,7 @@ widening while filters leave too few hits), found slice by slice of ids, newest 
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -116,8 +117,8 @@ class PgSearchProjector:
 
 
 def row_tsvector(row_id: int, text: str) -> str:
-    """The ``tsvector`` input of one message row: its tokens and pairs (``tokens.py``) and its
-    id-block lexemes (``id_blocks.py``)."""
+    """The ``tsvector`` input of one message row: its tokens, pair and prefix lexemes
+    (``tokens.py``) and its id-block lexemes (``id_blocks.py``)."""
     return tsvector_literal(text) + " " + id_blocks.literal(row_id)
 
 
@@ -219,7 +220,20 @@ def add_index_lexemes(curs: Any) -> None:
     every row of ``messages_fts``, inside the caller's transaction: the table is copied with
     them (made in the server from the ids and the stored lexemes, no tokenizing) into a fresh
     one, which replaces it and gets its indexes. The upgrade of PostgreSQL layout 3 to 4,
-    without replaying the log."""
+    without replaying the log. A store of ``UPGRADE_PROGRESS_MIN`` rows or more says so on
+    stderr first (it takes minutes at a million messages: the GIN index is built again)."""
+    from hermes_es.projections.catalog import UPGRADE_PROGRESS_MIN
+
+    row = curs.execute(
+        "SELECT reltuples::bigint AS n FROM pg_class WHERE oid = 'messages_fts'::regclass"
+    ).fetchone()
+    total = int((row["n"] if isinstance(row, dict) else row[0]) or 0) if row else 0
+    if total >= UPGRADE_PROGRESS_MIN:
+        sys.stderr.write(
+            "hermes: adding block and prefix lexemes to the search index (PostgreSQL layout 4),"
+            f" once, about {total:,} messages; the index is built again\n"
+        )
+        sys.stderr.flush()
     curs.execute("DROP TABLE IF EXISTS reindex_messages_fts")
     curs.execute(
         "CREATE TABLE reindex_messages_fts AS SELECT id,"
