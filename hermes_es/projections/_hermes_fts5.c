@@ -311,7 +311,11 @@ static int split_tokens(Hermes *h, Buf *b, const unsigned char *z, int nbase, in
       while (j < token.len) {
         uint32_t cp;
         int k = utf8_next(text + j, token.len - j, &cp);
-        /* Texts are valid UTF-8 (append_text). */
+        /* Texts are valid UTF-8 (append_text); an invalid byte would count as not CJK. */
+        if (k < 0) {
+          k = -k;
+          cp = 0xfffd;
+        }
         if (is_cjk(cp)) {
           any_cjk = 1;
         } else {
