@@ -15,8 +15,8 @@ would); so does holding more than ``FLUSH_BYTES``. Flow control stays the transp
 once the written bytes fill the socket buffer, uvicorn's ``writable`` pauses the senders.
 
 The gateway's frames also skip the ASGI layers: ``GatewayWebSocketProtocol.send_text_frame``
-writes a text frame built here (``text_frame``: the header websockets would write, then the
-payload; one build shared by every client of a fan-out) straight to the transport while
+writes a text frame serialized here by the websockets library (``text_frame``; one
+serialization shared by every client of a fan-out) straight to the transport while
 the connection is open and writable; anything else (a full socket, a closing or closed
 connection) goes through Starlette and uvicorn as before (``outbox.Outbox``).
 """
@@ -24,10 +24,10 @@ connection) goes through Starlette and uvicorn as before (``outbox.Outbox``).
 from __future__ import annotations
 
 import asyncio
-import struct
 from typing import Any
 
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.frames import Frame, Opcode
 from websockets.protocol import State
 
 WIRE = "hermes.wire"
@@ -100,19 +100,12 @@ _last: tuple[bytes | None, bytes] = (None, b"")
 
 
 def text_frame(payload: bytes) -> bytes:
-    """A final, unmasked text frame carrying ``payload`` (UTF-8), byte for byte what the
-    websockets library writes for a server's ``send_text`` without extensions."""
+    """A final, unmasked text frame carrying ``payload`` (UTF-8), serialized by the websockets
+    library as its server connection does for ``send_text`` without extensions."""
     global _last
     if payload is _last[0]:
         return _last[1]
-    n = len(payload)
-    if n < 126:
-        head = struct.pack("!BB", 0x81, n)
-    elif n < 65536:
-        head = struct.pack("!BBH", 0x81, 126, n)
-    else:
-        head = struct.pack("!BBQ", 0x81, 127, n)
-    framed = head + payload
+    framed = Frame(Opcode.TEXT, payload).serialize(mask=False)
     _last = (payload, framed)
     return framed
 
