@@ -40,6 +40,7 @@ log = logging.getLogger("hermes.gateway")
 
 
 LOST_EXIT = 1
+"""Exit code of an owner that lost its ownership (another gateway may own the profile)."""
 
 SWITCH_INTERVAL_S = 0.001
 """The gateway process's GIL switch interval (CPython's default is 5 ms). Its two busy
@@ -48,7 +49,6 @@ GIL, and getting it back from a busy loop took up to a whole interval each time,
 interval stretched a group commit (and the admission waiting on it) by several of them, and
 let the writer stall the loop mid fan-out for as long (bench/README.md, bench_gateway,
 "End to end, session 4")."""
-"""Exit code of an owner that lost its ownership (another gateway may own the profile)."""
 
 GC_THRESHOLDS = (20_000, 20, 20)
 """The gateway process's cyclic garbage collector thresholds (CPython's: 700, 10, 10). A
