@@ -499,9 +499,11 @@ def _range(
     if blocks is not None:
         cond += " AND tsv @@ (SELECT %s::tsquery)"
         params.append(blocks)
+    # Scored before the sort: a sort carrying every match's tsvector costs more than scoring
+    # the few more matches a range holds than it keeps (bench/README.md).
     sql = (
-        "SELECT c.id, ts_rank(c.tsv, %s::tsquery) FROM (SELECT id, tsv FROM messages_fts"
-        f" WHERE {cond} AND (id <= %s) IS TRUE ORDER BY id DESC LIMIT %s) c"
+        "SELECT id, ts_rank(tsv, %s::tsquery) FROM messages_fts"
+        f" WHERE {cond} AND (id <= %s) IS TRUE ORDER BY id DESC LIMIT %s"
     )
     params = [query.rank, *params, hi, limit]
     if conn.in_transaction:
@@ -518,8 +520,8 @@ def _every_match(conn: Any, query: Query, below: int | None, size: int) -> list[
     cond, params = query.where(planned=True)
     under = "" if below is None else " AND id < %s"
     rows = conn.execute_pg(
-        "SELECT c.id, ts_rank(c.tsv, %s::tsquery) FROM (SELECT id, tsv FROM messages_fts"
-        f" WHERE {cond}{under} ORDER BY id DESC LIMIT %s) c",
+        f"SELECT id, ts_rank(tsv, %s::tsquery) FROM messages_fts WHERE {cond}{under}"
+        " ORDER BY id DESC LIMIT %s",
         [query.rank, *params, *([] if below is None else [below]), size],
         prepare=False,
     ).fetchall()
@@ -550,14 +552,16 @@ def newest_matches(
       older range is sized from the share seen so far (each cap four times the one before),
       and when the rest of the store is expected to hold few more than wanted, it is read
       whole;
-    - a term rarer than every lexeme the statistics list (in fewer than their smallest share
-      of the rows), or whose matches are all expected to be about as many as wanted, is one
-      statement over every match (``_every_match``).
+    - a query whose matches are all expected to be about as many as wanted is one statement
+      over every match (``_every_match``); a term the statistics do not list counts as their
+      smallest share (an upper bound: a rarer one finds too few in the first range, and the
+      share seen then sends it to the rest of the store, read whole).
 
     A query with a prefix term other than a prefix lexeme (``tokens.prefix_lexeme``) takes
     ``candidates``' slices (the statistics underestimate such a prefix). A store of ``big``
-    rows or fewer, or one without statistics, is one statement (``_every_match``). Only the
-    matches kept are scored (``ts_rank``).
+    rows or fewer, or one without statistics, is one statement (``_every_match``). The matches
+    a range or the one statement reads are scored (``ts_rank``) before they are sorted: a sort
+    carrying their tsvectors costs more.
     """
     bounds = _bounds(conn, below)
     if bounds is None:
@@ -581,7 +585,7 @@ def newest_matches(
         rows = min(RANGE_OVERSHOOT * wanted / max(share, 1e-9), grown * MAX_RANGE_ROWS)
         blocks: str | None
         blocks, lo = id_blocks.cover(max(hi - int(rows / density) + 1, bottom), hi)
-        if share <= shares.least or share * rest <= WHOLE_REST * wanted or lo <= bottom:
+        if share * rest <= WHOLE_REST * wanted or lo <= bottom:
             if not found:  # every match: the planner's own plan, seeing the terms
                 return _every_match(conn, query, below, size)
             blocks = None
