@@ -552,10 +552,11 @@ def newest_matches(
       older range is sized from the share seen so far (each cap four times the one before),
       and when the rest of the store is expected to hold few more than wanted, it is read
       whole;
-    - a query whose matches are all expected to be about as many as wanted is one statement
-      over every match (``_every_match``); a term the statistics do not list counts as their
-      smallest share (an upper bound: a rarer one finds too few in the first range, and the
-      share seen then sends it to the rest of the store, read whole).
+    - a query whose matches are all expected to be about as many as wanted, or of several
+      terms together rarer than every lexeme the statistics list, is one statement over
+      every match (``_every_match``); a single term the statistics do not list counts as
+      their smallest share (an upper bound: a rarer one finds too few in the first range,
+      and the share seen then sends it to the rest of the store, read whole).
 
     A query with a prefix term other than a prefix lexeme (``tokens.prefix_lexeme``) takes
     ``candidates``' slices (the statistics underestimate such a prefix). A store of ``big``
@@ -585,7 +586,10 @@ def newest_matches(
         rows = min(RANGE_OVERSHOOT * wanted / max(share, 1e-9), grown * MAX_RANGE_ROWS)
         blocks: str | None
         blocks, lo = id_blocks.cover(max(hi - int(rows / density) + 1, bottom), hi)
-        if share * rest <= WHOLE_REST * wanted or lo <= bottom:
+        # Several terms in fewer rows than the smallest listed share: their matches together
+        # are few (one term: the range, sized at that share, costs less than every match).
+        few = len(query.terms) > 1 and share <= shares.least
+        if few or share * rest <= WHOLE_REST * wanted or lo <= bottom:
             if not found:  # every match: the planner's own plan, seeing the terms
                 return _every_match(conn, query, below, size)
             blocks = None
