@@ -81,7 +81,7 @@ REINDEX_BATCH = 20_000
 """Message rows indexed again between two progress reports of the layout-11 upgrade."""
 
 
-def _upgrade_progress(what: str, total: int) -> Callable[[int], None]:
+def upgrade_progress(what: str, total: int) -> Callable[[int], None]:
     """A reporter of ``done`` out of ``total`` for an upgrade run on open: a line on stderr
     at most every 2 seconds and at the end, for stores of ``UPGRADE_PROGRESS_MIN`` rows or
     more (nothing for small stores). An upgrade runs once, inside the opening transaction."""
@@ -107,7 +107,7 @@ def _reindex_fts(conn: apsw.Connection) -> None:
     from the log through the ``messages`` view, the rows the index already covered, as FTS5's
     own ``rebuild`` would), with progress; no replay of the projections."""
     total = conn.execute("SELECT count(*) FROM message_rows").fetchall()[0][0]
-    report = _upgrade_progress("re-indexing the message text for search (layout 11)", total)
+    report = upgrade_progress("re-indexing the message text for search (layout 11)", total)
     conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('delete-all')")
     low, done = -1, 0
     while True:

@@ -15,17 +15,17 @@ from typing import Any
 
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 
-PG_LAYOUT = 4
+PG_LAYOUT = 5
 """Layout of what only the PostgreSQL backend adds (types, search tables). 2: a BRIN index over
 ``messages_fts.id``, no trigram index over ``messages.content``. 3: pair lexemes in every
 ``tsvector`` (``tokens.py``). 4: id-block lexemes (``id_blocks.py``) and prefix lexemes
-(``tokens.py``) in every ``tsvector``. A
-store of layout 2 has ``messages_fts`` rewritten in place from the message texts
-(``search.reindex``), one of layout 3 has the block and prefix lexemes added in the server
-(``search.add_index_lexemes``); every other layout has its projections replayed."""
-REINDEXED_LAYOUTS = (2,)
+(``tokens.py``) in every ``tsvector``. 5: identifier lexemes (``tokens.py``) in every
+``tsvector``. A store of layout 2, 3 or 4 has ``messages_fts`` rewritten in place from the
+message texts (``search.reindex``: the identifier lexemes need the text, not the stored
+lexemes); every other layout has its projections replayed."""
+REINDEXED_LAYOUTS = (2, 3, 4)
 """PostgreSQL layouts that become the current one by rewriting the search index alone."""
-BLOCKED_LAYOUTS = (3,)
+BLOCKED_LAYOUTS: tuple[int, ...] = ()
 """PostgreSQL layouts that become the current one by adding the id-block and prefix lexemes."""
 SAME_SHARED_LAYOUTS = (9, 10)
 """Shared projection layouts whose PostgreSQL tables are the current one's (10 changed only
@@ -151,9 +151,9 @@ def ensure_schema(datastore: PostgresDatastore, recorder: PostgresApplicationRec
         if version != layout():
             upgrade = _upgrade(version)
             if upgrade == "reindex":
-                from hermes_es.store.postgres.search import reindex
+                from hermes_es.store.postgres.search import reindex_reporting
 
-                reindex(curs)
+                reindex_reporting(curs)
             elif upgrade == "blocks":
                 from hermes_es.store.postgres.search import add_index_lexemes
 

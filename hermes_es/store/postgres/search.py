@@ -35,6 +35,7 @@ from hermes_es.store.postgres.tokens import (
     INCOMPLETE,
     Term,
     index_query,
+    is_identifier,
     match_query,
     prefix_lexeme,
     search_terms,
@@ -213,6 +214,23 @@ def reindex(curs: Any, progress: Callable[[int], None] | None = None) -> int:
             progress(done)
     _swap_in(curs)
     return done
+
+
+def reindex_reporting(curs: Any) -> int:
+    """``reindex`` run on open (the upgrade of PostgreSQL layouts 2 to 4: layout 5 added the
+    identifier lexemes, made from the text), with a line on stderr first and progress every
+    few seconds for a store of ``UPGRADE_PROGRESS_MIN`` rows or more (minutes at a million
+    messages). Returns the rows written."""
+    from hermes_es.projections.catalog import upgrade_progress
+
+    row = curs.execute("SELECT count(*) AS n FROM messages_fts").fetchone()
+    total = int((row["n"] if isinstance(row, dict) else row[0]) or 0) if row else 0
+    report = upgrade_progress(
+        "re-indexing the message text for search (PostgreSQL layout 5); the index is built"
+        " again",
+        total,
+    )
+    return reindex(curs, report)
 
 
 def add_index_lexemes(curs: Any) -> None:
@@ -529,8 +547,12 @@ def _every_match(conn: Any, query: Query, below: int | None, size: int) -> list[
 
 
 def _one_lexeme(words: list[str]) -> bool:
-    """Whether a prefix term of ``words`` is one prefix lexeme (``tokens.prefix_lexeme``)."""
-    return len(words) == 1 and prefix_lexeme(words[0]) is not None
+    """Whether a prefix term of ``words`` is one prefix lexeme (``tokens.prefix_lexeme``) or
+    an identifier (``tokens.is_identifier``: its prefix covers the few identifiers that start
+    with it, and the statistics list the common ones)."""
+    if len(words) != 1:
+        return False
+    return prefix_lexeme(words[0]) is not None or is_identifier(words)
 
 
 def newest_matches(
@@ -558,7 +580,8 @@ def newest_matches(
       their smallest share (an upper bound: a rarer one finds too few in the first range,
       and the share seen then sends it to the rest of the store, read whole).
 
-    A query with a prefix term other than a prefix lexeme (``tokens.prefix_lexeme``) takes
+    A query with a prefix term other than a prefix lexeme (``tokens.prefix_lexeme``) or an
+    identifier (``tokens.is_identifier``) takes
     ``candidates``' slices (the statistics underestimate such a prefix). A store of ``big``
     rows or fewer, or one without statistics, is one statement (``_every_match``). The matches
     a range or the one statement reads are scored (``ts_rank``) before they are sorted: a sort
@@ -618,11 +641,14 @@ def search_messages(
 
     The window of each round comes from ``newest_matches``; ``sliced`` True or False takes it
     from ``candidates`` instead (session 5's plans, kept for comparison)."""
+    from hermes_es.queries.fts_query import parse_terms
+    from hermes_es.queries.identifiers import identifier_terms
     from hermes_es.queries.search import hits_from
 
     search = Query.of(query)
     if search is None or limit <= 0:
         return []
+    terms = identifier_terms(conn, parse_terms(query))  # the highlighter's, as on SQLite
     pool: list[tuple[float, int]] = []
     below: int | None = None
     size = window
@@ -632,7 +658,7 @@ def search_messages(
         else:
             batch = candidates(conn, search, below, size, first_slice=first_slice, sliced=sliced)
         pool = sorted([*pool, *batch])
-        hits = hits_from(conn, query, pool, limit, where, params)
+        hits = hits_from(conn, query, pool, limit, where, params, terms)
         if len(batch) < size or len(hits) >= limit:
             return hits
         below = min(mid for _, mid in batch)

@@ -25,22 +25,34 @@ every lexeme it covers, all of them, before anything else: no id range can bound
 tokens that long or longer, ``§<`` + those characters (``'§<dep'`` for ``deploy`` and
 ``deep``; ``<`` is a separator, so no token or pair starts with it), and a prefix term of
 exactly that many characters is that one lexeme, with its own statistics.
+
+Identifier lexemes. As in the FTS5 index, each token of a run of tokens joined by punctuation
+with no space (``snake_case``, ``src/main.py``, ``a@b.com``) also has the run's text from that
+token on at its position, after ``\\x1f`` (``projections/fts.py``, ``with_identifiers``): the
+very tokens the ``hermes`` tokenizer colocates when it indexes. A bare query term that is such
+a run is matched as a prefix of them (``queries/identifiers.py``): ``'\\x1fsrc/main.py':*``,
+so ``fenlocalex_4`` finds ``fenlocalex_44364`` and not ``fenlocalex 4``, as on SQLite. No pair
+or prefix lexeme is made from an identifier lexeme.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
+from typing import cast
 
 import apsw
 
 from hermes_es.projections.fts import (
     BASE_ARGS,
     BASE_TOKENIZER,
+    IDENTIFIER_MARK,
     make_tokenizer,
     register_tokenizer,
+    with_identifiers,
 )
 from hermes_es.queries.fts_query import parse_terms
+from hermes_es.queries.identifiers import identifier_terms
 
 MAX_POSITION = 16383
 """PostgreSQL's largest tsvector position; later tokens share it (see docs/postgres.md)."""
@@ -113,11 +125,15 @@ def tsvector_literal(text: str) -> str:
     pairs: dict[str, None] = {}
     get = positions.get
     host()
-    found = _local.tokenizer(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None)
+    utf8 = text.encode("utf-8")
+    found = _local.tokenizer(utf8, apsw.FTS5_TOKENIZE_DOCUMENT, None)
+    if len(found) > 1:
+        found = with_identifiers(utf8, found)
     budget = PAIR_BUDGET
     complete = True
     before = ""
-    for i, (_, _, token) in enumerate(found, start=1):
+    for i, colocated in enumerate(found, start=1):
+        token = colocated[2]
         if len(token) * 4 > MAX_LEXEME_BYTES:
             token = _fit(token)
         seen = get(token)
@@ -126,6 +142,13 @@ def tsvector_literal(text: str) -> str:
             positions[token] = [where]
         elif len(seen) < 256:
             seen.append(where)
+        if len(colocated) > 3:  # an identifier token at the same position
+            ident = cast(tuple[int, int, str, str], colocated)[3]
+            seen = get(ident)
+            if seen is None:
+                positions[ident] = [where]
+            elif len(seen) < 256:
+                seen.append(where)
         if i > 1:
             pair = _pair(before, token) if i < MAX_POSITION else None
             if pair is None or budget < len(pair):
@@ -137,7 +160,7 @@ def tsvector_literal(text: str) -> str:
     if not complete:
         pairs[INCOMPLETE] = None
     for token in positions:
-        if len(token) >= PREFIX_CHARS:
+        if len(token) >= PREFIX_CHARS and token[0] != IDENTIFIER_MARK:
             pairs[PREFIX + token[:PREFIX_CHARS]] = None
     if "'" in text or "\\" in text:  # only then can a token need escaping
         words = [_quote(t) + ":" + ",".join(p) for t, p in positions.items()]
@@ -159,12 +182,21 @@ def sql_prefix_lexemes(column: str) -> str:
 
 def prefix_lexeme(word: str) -> str | None:
     """The lexeme a prefix term of the one token ``word`` is answered by, None when the term
-    is not of ``PREFIX_CHARS`` characters (the index then merges every lexeme it covers)."""
-    return PREFIX + word if len(word) == PREFIX_CHARS else None
+    is not of ``PREFIX_CHARS`` characters (the index then merges every lexeme it covers) or
+    is an identifier token."""
+    if len(word) != PREFIX_CHARS or word[0] == IDENTIFIER_MARK:
+        return None
+    return PREFIX + word
 
 
 Term = tuple[list[str], bool]
-"""A searchable term: its tokens, and whether it is a prefix."""
+"""A searchable term: its tokens, and whether it is a prefix (an identifier term: its
+identifier token alone, a prefix)."""
+
+
+def is_identifier(words: list[str]) -> bool:
+    """Whether a term's ``words`` are an identifier token (matched as a prefix)."""
+    return len(words) == 1 and words[0][:1] == IDENTIFIER_MARK
 
 
 def search_terms(user_query: str) -> list[Term]:
@@ -178,9 +210,13 @@ def pair_lexeme(first: str, second: str) -> str | None:
 
 
 def _terms(user_query: str) -> list[tuple[list[str], bool]]:
-    """Each searchable term's (tokens, is a prefix)."""
+    """Each searchable term's (tokens, is a prefix); an identifier term is its identifier
+    token, a prefix (``queries/identifiers.py``, as on SQLite)."""
     found = []
-    for term in parse_terms(user_query):
+    for term in identifier_terms(host(), parse_terms(user_query)):
+        if term.identifier:
+            found.append(([term.identifier], True))
+            continue
         words = [_fit(w) for w in tokens(term.text, query=True)]
         if words:
             found.append((words, term.prefix))
