@@ -130,7 +130,10 @@ def test_shares_come_from_the_statistics(engine: SessionEngine) -> None:
     made = LexemeShares({"a": 0.5, "ab": 0.1, "§a b": 0.2, "§b c": 0.05}, 0.01)
     assert made.query(search_terms("a")) == 0.5
     assert made.query(search_terms("a*")) == pytest.approx(0.6)
-    assert made.query(search_terms("a-b-c")) == 0.05
+    assert made.query(search_terms('"a b c"')) == 0.05
+    idents = LexemeShares({"\x1fa-b-c": 0.02, "\x1fa-b-cd": 0.03, "\x1fa-bc": 0.2}, 0.01)
+    assert idents.query(search_terms("a-b-c")) == pytest.approx(0.05)  # the identifiers covered
+    assert idents.query(search_terms("x-y")) == 0.01
     assert made.query(search_terms("a zz")) == pytest.approx(0.005)
     lexed = LexemeShares({"§<abc": 0.3, "abcd": 0.2, "abce": 0.05}, 0.01)
     assert lexed.query(search_terms("abc*")) == 0.3  # its prefix lexeme
@@ -141,9 +144,10 @@ def test_shares_come_from_the_statistics(engine: SessionEngine) -> None:
 def test_index_query_leaves_long_phrases_to_a_check() -> None:
     """A term of three tokens or more is found by its pairs and checked by its phrase; one
     or two tokens are answered by the index alone."""
-    assert index_query("chat-send") == ("('§chat send' | '§' & ('chat' <-> 'send'))", False)
+    assert index_query('"chat send"') == ("('§chat send' | '§' & ('chat' <-> 'send'))", False)
     assert index_query("a b") == ("'a' & 'b'", False)
-    assert index_query("src/main.py") == ("('§src main' & '§main py' | '§')", True)
+    assert index_query('"src main py"') == ("('§src main' & '§main py' | '§')", True)
+    assert index_query("src/main.py") == ("'\x1fsrc/main.py':*", False)
     assert index_query("...") is None
 
 

@@ -226,8 +226,7 @@ def reindex_reporting(curs: Any) -> int:
     row = curs.execute("SELECT count(*) AS n FROM messages_fts").fetchone()
     total = int((row["n"] if isinstance(row, dict) else row[0]) or 0) if row else 0
     report = upgrade_progress(
-        "re-indexing the message text for search (PostgreSQL layout 5); the index is built"
-        " again",
+        "re-indexing the message text for search (PostgreSQL layout 5); the index is built again",
         total,
     )
     return reindex(curs, report)
