@@ -183,16 +183,17 @@ def reindex(curs: Any, progress: Callable[[int], None] | None = None) -> int:
     """Rewrite ``messages_fts`` from the text of the message rows it indexes (``messages``
     holds each message's searchable text), inside the caller's transaction: every ``tsvector``
     made again by ``row_tsvector`` into a fresh table, which then replaces the old one and
-    gets its indexes. The upgrade of PostgreSQL layout 2 (tsvectors without pair lexemes),
-    without replaying the log. A row whose message row is gone keeps its tsvector (with its
-    id-block lexemes added). Returns the rows written; ``progress`` gets the count after each
-    batch."""
+    gets its indexes. The upgrade of PostgreSQL layouts 2 to 4 (tsvectors without pair,
+    prefix, block or identifier lexemes), without replaying the log. A row whose message row
+    is gone keeps its tsvector (with its id-block lexemes added). Returns the rows written;
+    ``progress`` gets the count after each batch."""
     curs.execute("DROP TABLE IF EXISTS reindex_messages_fts")
     curs.execute("CREATE TABLE reindex_messages_fts (id BIGINT NOT NULL, tsv TSVECTOR NOT NULL)")
     last, done = -1, 0
     while True:
         rows = curs.execute(
-            "SELECT f.id, m.content, f.tsv::text FROM messages_fts f"
+            "SELECT f.id, m.content, CASE WHEN m.id IS NULL THEN f.tsv::text END AS tsv"
+            " FROM messages_fts f"
             " LEFT JOIN messages m ON m.id = f.id WHERE f.id > %s ORDER BY f.id LIMIT %s",
             (last, REINDEX_BATCH),
         ).fetchall()
