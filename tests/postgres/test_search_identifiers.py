@@ -4,6 +4,9 @@ index, and a store of layout 4 gets them by re-indexing its message texts in pla
 
 from __future__ import annotations
 
+import random
+import re
+
 import psycopg
 import pytest
 
@@ -146,3 +149,28 @@ def test_identifier_snippets_mark_its_words(pg_url: str) -> None:
         eng.append_message(sid, "user", TEXTS[0])
         (hit,) = eng.search("fenlocalex_4")
     assert "\x02fenlocalex\x03_\x0244364\x03" in hit.snippet
+
+
+def test_recall_equals_a_boundary_substring_scan(pg_url: str) -> None:
+    """On a seeded corpus of identifiers, each identifier query finds on PostgreSQL exactly the
+    texts where a substring scan finds it starting at a token boundary (as on SQLite,
+    tests/queries/test_search_identifiers.py)."""
+    rng = random.Random(12)
+    stems = ["fen", "fenloc", "tkt", "alpha_beta"]
+    texts = []
+    for _ in range(300):
+        ident = f"{rng.choice(stems)}_{rng.randint(1, 999)}"
+        if rng.random() < 0.3:
+            ident += f".{rng.randint(0, 9)}"
+        texts.append(f"note {ident} and more" if rng.random() < 0.8 else "plain words only")
+    with SessionEngine.open(pg_url, actor="test") as eng:
+        sid = eng.start_session("cli", cwd="")
+        eng.append_turn(sid, [{"role": "user", "content": t} for t in texts])
+        checked = 0
+        for query in ("fen_1", "fenloc_2", "alpha_beta_3", "tkt_99", "fen_12.3", "beta_4"):
+            at_boundary = re.compile("(?<![a-z0-9])" + re.escape(query))
+            truth = {i for i, t in enumerate(texts) if at_boundary.search(t)}
+            found = {h.seq for h in eng.search(query, limit=1000)}
+            assert found == truth, query
+            checked += len(truth)
+        assert checked > 20
