@@ -207,7 +207,7 @@ def search_cmd(
     """Full-text search over every conversation, best match first, with one message of
     context either side; hits from one compressed conversation are grouped. Any text is a
     plain search: words must all appear, "quoted words" match as a phrase, word* as a prefix,
-    and (SQLite store) an identifier (snake_case_name, src/main.py) also finds longer ones.
+    and an identifier (snake_case_name, src/main.py) also finds longer ones.
 
     Example: hermes sessions search '"deploy script" retry*' --role assistant
     """
