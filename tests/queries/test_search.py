@@ -133,6 +133,19 @@ def test_one_letter_prefix_equals_plain_bm25(words: SessionEngine) -> None:
     )
 
 
+def test_one_letter_prefix_reads_the_prefix_index(words: SessionEngine) -> None:
+    """``t*`` is planned as ``"t"``, its two-character words and every indexed three-character
+    prefix under it (plus the non-ASCII stems: ``tø``), not as FTS5's merge of every word."""
+    from hermes_es.queries.bm25 import _plan_terms
+    from hermes_es.queries.fts_query import parse_terms
+
+    (term,) = _plan_terms(words.store.connection(), parse_terms("t*"))
+    assert term.single_token
+    assert term.phrases[:2] == ['"t"', '"tø"*']
+    assert '"te"' in term.phrases and '"tea"*' in term.phrases and '"t3"' in term.phrases
+    assert len(term.phrases) == 2 + 36 * 37
+
+
 def test_two_letter_prefix_equals_plain_bm25(words: SessionEngine) -> None:
     """``te*`` (the word ``te`` plus the indexed three-character prefixes, non-ASCII ones
     included) finds and scores rows as bm25 does."""
