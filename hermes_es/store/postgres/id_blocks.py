@@ -42,15 +42,6 @@ def literal(row_id: int) -> str:
     return " ".join(f"'{lexeme}'" for lexeme in lexemes(row_id))
 
 
-def sql_lexemes(column: str) -> str:
-    """An SQL expression giving the block lexemes of ``column`` as a ``tsvector`` (to add them
-    to rows stored without: ``tsv || <this>``)."""
-    parts = ", ".join(
-        f"'{MARK}{level}.' || ({column} >> {shift})" for level, shift in enumerate(BLOCK_SHIFTS)
-    )
-    return f"array_to_tsvector(ARRAY[{parts}])"
-
-
 def cover(lo: int, hi: int) -> tuple[str, int]:
     """The ``tsquery`` of the blocks covering ids ``lo..hi``, and the lowest id they cover
     (``lo`` or below: the range starts on a block boundary, of a level coarse enough that

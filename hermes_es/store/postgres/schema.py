@@ -25,8 +25,6 @@ message texts (``search.reindex``: the identifier lexemes need the text, not the
 lexemes); every other layout has its projections replayed."""
 REINDEXED_LAYOUTS = (2, 3, 4)
 """PostgreSQL layouts that become the current one by rewriting the search index alone."""
-BLOCKED_LAYOUTS: tuple[int, ...] = ()
-"""PostgreSQL layouts that become the current one by adding the id-block and prefix lexemes."""
 SAME_SHARED_LAYOUTS = (9, 10)
 """Shared projection layouts whose PostgreSQL tables are the current one's (10 changed only
 SQLite's message indexes: PostgreSQL keeps ``messages_seq``; 11 only SQLite's full-text
@@ -154,10 +152,6 @@ def ensure_schema(datastore: PostgresDatastore, recorder: PostgresApplicationRec
                 from hermes_es.store.postgres.search import reindex_reporting
 
                 reindex_reporting(curs)
-            elif upgrade == "blocks":
-                from hermes_es.store.postgres.search import add_index_lexemes
-
-                add_index_lexemes(curs)
             elif upgrade != "same":  # "same": the tables are the current layout's already
                 live = PgProjectionSet()
                 if version:
@@ -179,8 +173,7 @@ def ensure_schema(datastore: PostgresDatastore, recorder: PostgresApplicationRec
 
 def _upgrade(version: str) -> str | None:
     """How a store of layout ``version`` becomes the current one: ``"same"`` (its tables
-    already are), ``"reindex"`` (rewrite the search index), ``"blocks"`` (add the id-block
-    and prefix lexemes to it), None (replay the log)."""
+    already are), ``"reindex"`` (rewrite the search index), None (replay the log)."""
     from hermes_es.projections.catalog import SCHEMA_VERSION
 
     shared, _, own = version.partition(".")
@@ -188,8 +181,6 @@ def _upgrade(version: str) -> str | None:
         return None
     if own == str(PG_LAYOUT):
         return "same"
-    if own in {str(v) for v in BLOCKED_LAYOUTS}:
-        return "blocks"
     return "reindex" if own in {str(v) for v in REINDEXED_LAYOUTS} else None
 
 

@@ -19,7 +19,6 @@ widening while filters leave too few hits), found slice by slice of ids, newest 
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -39,7 +38,6 @@ from hermes_es.store.postgres.tokens import (
     match_query,
     prefix_lexeme,
     search_terms,
-    sql_prefix_lexemes,
     tsquery_text,
     tsvector_literal,
 )
@@ -231,35 +229,6 @@ def reindex_reporting(curs: Any) -> int:
         total,
     )
     return reindex(curs, report)
-
-
-def add_index_lexemes(curs: Any) -> None:
-    """Add the id-block lexemes (``id_blocks.py``) and the prefix lexemes (``tokens.py``) to
-    every row of ``messages_fts``, inside the caller's transaction: the table is copied with
-    them (made in the server from the ids and the stored lexemes, no tokenizing) into a fresh
-    one, which replaces it and gets its indexes. The upgrade of PostgreSQL layout 3 to 4,
-    without replaying the log. A store of ``UPGRADE_PROGRESS_MIN`` rows or more says so on
-    stderr first (it takes minutes at a million messages: the GIN index is built again)."""
-    from hermes_es.projections.catalog import UPGRADE_PROGRESS_MIN
-
-    row = curs.execute(
-        "SELECT reltuples::bigint AS n FROM pg_class WHERE oid = 'messages_fts'::regclass"
-    ).fetchone()
-    total = int((row["n"] if isinstance(row, dict) else row[0]) or 0) if row else 0
-    if total >= UPGRADE_PROGRESS_MIN:
-        sys.stderr.write(
-            "hermes: adding block and prefix lexemes to the search index (PostgreSQL layout 4),"
-            f" once, about {total:,} messages; the index is built again\n"
-        )
-        sys.stderr.flush()
-    curs.execute("DROP TABLE IF EXISTS reindex_messages_fts")
-    curs.execute(
-        "CREATE TABLE reindex_messages_fts AS SELECT id,"
-        f" tsv || {id_blocks.sql_lexemes('id')} || {sql_prefix_lexemes('tsv')} AS tsv"
-        " FROM messages_fts ORDER BY id"
-    )
-    curs.execute("ALTER TABLE reindex_messages_fts ALTER COLUMN tsv SET NOT NULL")
-    _swap_in(curs)
 
 
 def _swap_in(curs: Any) -> None:

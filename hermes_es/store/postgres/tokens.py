@@ -169,17 +169,6 @@ def tsvector_literal(text: str) -> str:
     return " ".join([*words, *("'" + p + "'" for p in pairs)])
 
 
-def sql_prefix_lexemes(column: str) -> str:
-    """An SQL expression giving the prefix lexemes of the ``tsvector`` ``column`` (the words'
-    first ``PREFIX_CHARS`` characters; to add them to rows stored without: ``tsv || <this>``).
-    """
-    return (
-        f"array_to_tsvector(ARRAY(SELECT DISTINCT '{PREFIX}' || left(lexeme, {PREFIX_CHARS})"
-        f" FROM unnest({column}) WHERE left(lexeme, 1) <> '{PAIR}'"
-        f" AND length(lexeme) >= {PREFIX_CHARS}))"
-    )
-
-
 def prefix_lexeme(word: str) -> str | None:
     """The lexeme a prefix term of the one token ``word`` is answered by, None when the term
     is not of ``PREFIX_CHARS`` characters (the index then merges every lexeme it covers) or
