@@ -8,20 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-import uvicorn
-from starlette.applications import Starlette
-from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from hermes_es.gateway.outbox import GONE, Outbox, run_eagerly
 from hermes_es.gateway.wire import GatewayWebSocketProtocol
+from tests.gateway.asgi_server import serve_route
 
 PROTOCOLS = pytest.mark.parametrize(
     "protocol", ["websockets-sansio", GatewayWebSocketProtocol], ids=["uvicorn", "gateway"]
@@ -64,25 +61,7 @@ async def _serving(
         finally:
             outbox.close()
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        Starlette(routes=[WebSocketRoute("/ws", ws)]),
-        log_level="warning",
-        lifespan="off",
-        ws=protocol,
-        ws_per_message_deflate=False,
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        while not server.started:
-            await asyncio.sleep(0.01)
-        await asyncio.wait_for(client(f"ws://127.0.0.1:{port}/ws"), 60)
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, 30)
+    await serve_route(ws, client, protocol)
 
 
 @PROTOCOLS

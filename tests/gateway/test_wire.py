@@ -5,12 +5,8 @@ write, in order, also across a close. Over a real uvicorn server on 127.0.0.1.""
 from __future__ import annotations
 
 import asyncio
-import socket
 from typing import Any
 
-import uvicorn
-from starlette.applications import Starlette
-from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
@@ -24,6 +20,7 @@ from hermes_es.gateway.wire import (
     GatewayWebSocketProtocol,
     text_frame,
 )
+from tests.gateway.asgi_server import serve_route
 
 
 def test_a_text_frame_is_what_a_websockets_server_connection_writes() -> None:
@@ -37,29 +34,23 @@ def test_a_text_frame_is_what_a_websockets_server_connection_writes() -> None:
         assert text_frame(payload) is text_frame(payload)  # one serialization for a fan-out
 
 
-def _serve(app_ws: Any, client: Any) -> None:
-    async def main() -> None:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            Starlette(routes=[WebSocketRoute("/ws", app_ws)]),
-            log_level="warning",
-            lifespan="off",
-            ws=GatewayWebSocketProtocol,
-            ws_per_message_deflate=False,
-        )
-        server = uvicorn.Server(config)
-        task = asyncio.create_task(server.serve(sockets=[sock]))
-        try:
-            while not server.started:
-                await asyncio.sleep(0.01)
-            await asyncio.wait_for(client(f"ws://127.0.0.1:{port}/ws"), 60)
-        finally:
-            server.should_exit = True
-            await asyncio.wait_for(task, 30)
+def _serve(handler: Any, client: Any) -> None:
+    asyncio.run(serve_route(handler, client, GatewayWebSocketProtocol))
 
-    asyncio.run(main())
+
+def _count_writes(websocket: WebSocket, writes: list[int]) -> Any:
+    """Record the size of every write to the connection's socket transport; returns the
+    connection's ``GatewayWebSocketProtocol``."""
+    wire = websocket.scope[WIRE]
+    real = wire.transport._transport
+    original = real.write
+
+    def counted(data: bytes) -> None:
+        writes.append(len(data))
+        original(data)
+
+    real.write = counted
+    return wire
 
 
 def test_one_iterations_frames_go_out_in_one_write_in_order_then_the_close() -> None:
@@ -73,15 +64,7 @@ def test_one_iterations_frames_go_out_in_one_write_in_order_then_the_close() -> 
     async def ws(websocket: WebSocket) -> None:
         await websocket.accept()
         await websocket.receive_text()
-        wire = websocket.scope[WIRE]
-        real = wire.transport._transport
-        original = real.write
-
-        def counted(data: bytes) -> None:
-            writes.append(len(data))
-            original(data)
-
-        real.write = counted
+        wire = _count_writes(websocket, writes)
         outbox = Outbox(websocket, limit=100, on_gone=lambda: None)
         for n in range(5):
             outbox.send(f"small {n}".encode())
@@ -116,15 +99,7 @@ def test_held_bytes_past_the_bound_are_written_at_once() -> None:
     async def ws(websocket: WebSocket) -> None:
         await websocket.accept()
         await websocket.receive_text()
-        wire = websocket.scope[WIRE]
-        real = wire.transport._transport
-        original = real.write
-
-        def counted(data: bytes) -> None:
-            writes.append(len(data))
-            original(data)
-
-        real.write = counted
+        _count_writes(websocket, writes)
         outbox = Outbox(websocket, limit=1000, on_gone=lambda: None)
         chunk = FLUSH_BYTES // 4
         for n in range(10):
