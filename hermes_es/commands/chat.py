@@ -329,11 +329,11 @@ class Chat:
         self._as_chat: dict[int, tuple[dict[str, Any], ChatMessage]] = {}
         """``window``'s conversions: id of a mapping in memory → (that mapping, its message)."""
         self._window: _Window | None = None
+        """The last window, and how much of which in-memory transcript it covers."""
         self._definitions: tuple[tuple[str, ...], list[dict[str, Any]]] | None = None
         """The last ``tool_definitions``: for which pinned tools, and the array."""
         self._context: tuple[tuple[str, Path | None], ToolContext] | None = None
         """The last ``tool_context``: for which cwd and workspace, and the context."""
-        """The last window, and how much of which in-memory transcript it covers."""
         self.version = state.version
         self._memory: list[dict[str, Any]] | None = None
         self._preload: threading.Thread | None = None

@@ -62,11 +62,15 @@ def library() -> Path:
 
 
 @pytest.fixture(scope="module")
-def pair(library: Path) -> Iterator[tuple[apsw.Connection, apsw.Connection]]:
-    """(compiled, python): two in-memory connections, each with one build as ``hermes``."""
-    compiled = apsw.Connection(":memory:")
+def pair(
+    library: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[apsw.Connection, apsw.Connection]]:
+    """(compiled, python): two connections to database files, each with one build as
+    ``hermes``."""
+    folder = tmp_path_factory.mktemp("builds")
+    compiled = apsw.Connection(str(folder / "compiled.db"))
     fts.load_compiled_tokenizer(compiled, library)
-    python = apsw.Connection(":memory:")
+    python = apsw.Connection(str(folder / "python.db"))
     fts.register_python_tokenizer(python)
     yield compiled, python
     compiled.close()
@@ -274,11 +278,13 @@ def test_the_engine_store_runs_the_compiled_tokenizer(tmp_path: Path, library: P
         engine.close()
 
 
-def test_python_build_when_asked(monkeypatch: pytest.MonkeyPatch, library: Path) -> None:
+def test_python_build_when_asked(
+    monkeypatch: pytest.MonkeyPatch, library: Path, tmp_path: Path
+) -> None:
     """HERMES_FTS_TOKENIZER=python registers the Python tokenizer (no compiled marker)."""
     monkeypatch.setenv(fts.TOKENIZER_ENV, "python")
     assert fts.tokenizer_build() == "python"
-    conn = apsw.Connection(":memory:")
+    conn = apsw.Connection(str(tmp_path / "python.db"))
     fts.register_tokenizer(conn)
     with pytest.raises(apsw.SQLError):
         conn.execute(f"SELECT {fts.COMPILED_MARKER}()")
