@@ -41,3 +41,23 @@ def whole_index(conn: Any, query: str, below: int | None, size: int) -> list[tup
         params.append(below)
     rows = conn.execute_pg(sql + " ORDER BY id DESC LIMIT %s", [*params, size]).fetchall()
     return sorted((float(score), int(mid)) for mid, score in rows)
+
+
+def message_row_places(conn: Any) -> list[tuple[Any, ...]]:
+    """Where every message row sits in its table (``ctid``), by id."""
+    return list(conn.execute("SELECT ctid::text, id FROM messages ORDER BY id").fetchall())
+
+
+def assert_reindexed_in_place(conn: Any, places_before: list[tuple[Any, ...]]) -> None:
+    """After an upgrade that rewrote the search index alone: the store is at the current
+    layout, ``messages_fts`` has its indexes again, and no message row moved (nothing was
+    replayed)."""
+    from hermes_es.store.postgres.schema import layout
+
+    version = conn.execute("SELECT value FROM hermes_meta WHERE key = 'schema_version'").fetchone()
+    assert version == (layout(),)
+    indexes = conn.execute(
+        "SELECT array(SELECT indexname FROM pg_indexes WHERE tablename = 'messages_fts' ORDER BY 1)"
+    ).fetchone()
+    assert indexes == (["messages_fts_ids", "messages_fts_pkey", "messages_fts_tsv"],)
+    assert message_row_places(conn) == places_before

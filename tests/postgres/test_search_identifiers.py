@@ -16,6 +16,7 @@ from hermes_es.store.postgres import search
 from hermes_es.store.postgres.schema import layout
 from hermes_es.store.postgres.search import Query, row_tsvector
 from hermes_es.store.postgres.tokens import match_query, tsquery_text, tsvector_literal
+from tests.postgres.search_reference import assert_reindexed_in_place, message_row_places
 
 STRIP_IDENTIFIERS = (
     "ts_delete(tsv, ARRAY(SELECT lexeme FROM unnest(tsv) WHERE left(lexeme, 1) = E'\\x1f'))"
@@ -112,7 +113,7 @@ def test_layout_4_store_is_reindexed_with_identifiers(
             "UPDATE hermes_meta SET value = %s WHERE key = 'schema_version'",
             (layout().split(".")[0] + ".4",),
         )
-        rows_before = conn.execute("SELECT ctid::text, id FROM messages ORDER BY id").fetchall()
+        rows_before = message_row_places(conn)
     monkeypatch.setattr(catalog, "UPGRADE_PROGRESS_MIN", 1)
     monkeypatch.setattr(search, "REINDEX_BATCH", 4)
     capfd.readouterr()
@@ -127,18 +128,7 @@ def test_layout_4_store_is_reindexed_with_identifiers(
         assert conn.execute("SELECT id, tsv::text FROM messages_fts ORDER BY id").fetchall() == (
             written
         )
-        version = conn.execute(
-            "SELECT value FROM hermes_meta WHERE key = 'schema_version'"
-        ).fetchone()
-        assert version == (layout(),)
-        indexes = conn.execute(
-            "SELECT array(SELECT indexname FROM pg_indexes WHERE tablename = 'messages_fts'"
-            " ORDER BY 1)"
-        ).fetchone()
-        assert indexes == (["messages_fts_ids", "messages_fts_pkey", "messages_fts_tsv"],)
-        assert conn.execute("SELECT ctid::text, id FROM messages ORDER BY id").fetchall() == (
-            rows_before
-        )
+        assert_reindexed_in_place(conn, rows_before)
 
 
 def test_identifier_snippets_mark_its_words(pg_url: str) -> None:

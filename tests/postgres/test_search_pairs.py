@@ -19,6 +19,7 @@ from hermes_es.store.postgres.tokens import (
     tsquery_text,
     tsvector_literal,
 )
+from tests.postgres.search_reference import assert_reindexed_in_place, message_row_places
 
 WORDS = ["the", "of", "to", "chat", "send", "alpha", "beta", "東", "京", "p2", "2", "x"]
 
@@ -118,28 +119,16 @@ def test_layout_2_store_is_reindexed_in_place(pg_url: str, shared: int) -> None:
             "UPDATE hermes_meta SET value = %s WHERE key = 'schema_version'",
             (f"{shared}.2",),
         )
-        rows_before = conn.execute("SELECT ctid::text, id FROM messages ORDER BY id").fetchall()
+        rows_before = message_row_places(conn)
     with SessionEngine.open(pg_url, actor="test") as eng:
         assert [h.seq for h in eng.search("chat-send")] == [0]
         assert [h.seq for h in eng.search('"the of"')] == [2]
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        version = conn.execute(
-            "SELECT value FROM hermes_meta WHERE key = 'schema_version'"
-        ).fetchone()
-        assert version == (layout(),)
         pairs = conn.execute(
             "SELECT count(*) FROM messages_fts WHERE tsv @@ %s::tsquery", ("'§chat send'",)
         ).fetchone()
         assert pairs == (1,)
-        indexes = conn.execute(
-            "SELECT array(SELECT indexname FROM pg_indexes WHERE tablename = 'messages_fts'"
-            " ORDER BY 1)"
-        ).fetchone()
-        assert indexes == (["messages_fts_ids", "messages_fts_pkey", "messages_fts_tsv"],)
-        # the message rows were not rewritten (no replay)
-        assert conn.execute("SELECT ctid::text, id FROM messages ORDER BY id").fetchall() == (
-            rows_before
-        )
+        assert_reindexed_in_place(conn, rows_before)
 
 
 def test_search_statements_are_never_prepared(pg_url: str) -> None:
