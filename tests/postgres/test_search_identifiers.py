@@ -4,9 +4,6 @@ index, and a store of layout 4 gets them by re-indexing its message texts in pla
 
 from __future__ import annotations
 
-import random
-import re
-
 import psycopg
 import pytest
 
@@ -16,6 +13,7 @@ from hermes_es.store.postgres import search
 from hermes_es.store.postgres.schema import layout
 from hermes_es.store.postgres.search import Query, row_tsvector
 from hermes_es.store.postgres.tokens import match_query, tsquery_text, tsvector_literal
+from tests.identifier_corpus import IDENTIFIER_TEXTS
 from tests.postgres.search_reference import assert_reindexed_in_place, message_row_places
 
 STRIP_IDENTIFIERS = (
@@ -23,14 +21,7 @@ STRIP_IDENTIFIERS = (
 )
 """A tsvector without its identifier lexemes (what layout 4 stored)."""
 
-TEXTS = [
-    "see fenlocalex_44364 in the log",
-    "the token fenlocalex_4 alone",
-    "spaced fenlocalex 4 is two words",
-    "open /home/x/src/main.py now",
-    "the (HTTP_404) error, then v1.2.3 and TKT-00123.",
-    "dashed fenlocalex-4 is another identifier",
-]
+TEXTS = IDENTIFIER_TEXTS
 
 
 def test_identifier_lexemes_sit_at_their_tokens_positions(pg_url: str) -> None:
@@ -139,28 +130,3 @@ def test_identifier_snippets_mark_its_words(pg_url: str) -> None:
         eng.append_message(sid, "user", TEXTS[0])
         (hit,) = eng.search("fenlocalex_4")
     assert "\x02fenlocalex\x03_\x0244364\x03" in hit.snippet
-
-
-def test_recall_equals_a_boundary_substring_scan(pg_url: str) -> None:
-    """On a seeded corpus of identifiers, each identifier query finds on PostgreSQL exactly the
-    texts where a substring scan finds it starting at a token boundary (as on SQLite,
-    tests/queries/test_search_identifiers.py)."""
-    rng = random.Random(12)
-    stems = ["fen", "fenloc", "tkt", "alpha_beta"]
-    texts = []
-    for _ in range(300):
-        ident = f"{rng.choice(stems)}_{rng.randint(1, 999)}"
-        if rng.random() < 0.3:
-            ident += f".{rng.randint(0, 9)}"
-        texts.append(f"note {ident} and more" if rng.random() < 0.8 else "plain words only")
-    with SessionEngine.open(pg_url, actor="test") as eng:
-        sid = eng.start_session("cli", cwd="")
-        eng.append_turn(sid, [{"role": "user", "content": t} for t in texts])
-        checked = 0
-        for query in ("fen_1", "fenloc_2", "alpha_beta_3", "tkt_99", "fen_12.3", "beta_4"):
-            at_boundary = re.compile("(?<![a-z0-9])" + re.escape(query))
-            truth = {i for i, t in enumerate(texts) if at_boundary.search(t)}
-            found = {h.seq for h in eng.search(query, limit=1000)}
-            assert found == truth, query
-            checked += len(truth)
-        assert checked > 20

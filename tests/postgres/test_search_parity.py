@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from hermes_es.commands.engine import SessionEngine
+from tests.identifier_corpus import IDENTIFIER_TEXTS
 from tests.pg_server import PgServer
 
 CORPUS = [
@@ -29,12 +30,7 @@ CORPUS = [
     "tool output: a.txt b.txt c.txt",
     "nothing interesting here",
     "北、京の地図",
-    "see fenlocalex_44364 in the log",
-    "the token fenlocalex_4 alone",
-    "spaced fenlocalex 4 is two words",
-    "open /home/x/src/main.py now",
-    "the (HTTP_404) error, then v1.2.3 and TKT-00123.",
-    "dashed fenlocalex-4 is another identifier",
+    *IDENTIFIER_TEXTS,
     "inside a word: xfenlocalex_4 does not count",
     "long: alpha_beta_gamma_delta_epsilon_zeta_eta_theta_iota_kappa here",
     "reach carol.jones@mail.example.net or see https://docs.example.com/guide/install.html",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 import re
 from pathlib import Path
 
@@ -20,15 +19,9 @@ from hermes_es.queries.fts_query import parse_terms
 from hermes_es.queries.identifiers import identifier_of
 from hermes_es.queries.search import search_messages
 from hermes_es.store.db import checkpoint
+from tests.identifier_corpus import IDENTIFIER_TEXTS, RECALL_QUERIES, seeded_identifier_texts
 
-TEXTS = [
-    "see fenlocalex_44364 in the log",
-    "the token fenlocalex_4 alone",
-    "spaced fenlocalex 4 is two words",
-    "open /home/x/src/main.py now",
-    "the (HTTP_404) error, then v1.2.3 and TKT-00123.",
-    "dashed fenlocalex-4 is another identifier",
-]
+TEXTS = IDENTIFIER_TEXTS
 
 
 @pytest.fixture()
@@ -117,31 +110,19 @@ def test_runs_pre_check_loses_nothing(text: str) -> None:
     assert fts.runs(utf8, tokens) == _generic_runs(utf8, tokens)
 
 
-def test_recall_equals_a_boundary_substring_scan(tmp_path: Path) -> None:
+def test_recall_equals_a_boundary_substring_scan(engine: SessionEngine) -> None:
     """On a seeded corpus of identifiers, each identifier query finds exactly the texts where
-    a substring scan finds it starting at a token boundary."""
-    rng = random.Random(12)
-    stems = ["fen", "fenloc", "tkt", "alpha_beta"]
-    texts = []
-    for _ in range(300):
-        ident = f"{rng.choice(stems)}_{rng.randint(1, 999)}"
-        if rng.random() < 0.3:
-            ident += f".{rng.randint(0, 9)}"
-        texts.append(f"note {ident} and more" if rng.random() < 0.8 else "plain words only")
-    with SessionEngine.open(tmp_path) as engine:
-        sid = engine.start_session("cli", cwd=str(tmp_path))
-        engine.append_turn(sid, [{"role": "user", "content": t} for t in texts])
-    conn = connect(tmp_path / "state.db")
-    try:
-        (first,) = conn.execute("SELECT min(seq) FROM messages").fetchone()
-        for query in ("fen_1", "fenloc_2", "alpha_beta_3", "tkt_99", "fen_12.3", "beta_4"):
-            at_boundary = re.compile("(?<![a-z0-9])" + re.escape(query))
-            truth = {i for i, t in enumerate(texts) if at_boundary.search(t)}
-            hits = search_messages(conn, query, limit=1000)
-            found = {h.seq - first for h in hits}
-            assert found == truth, query
-    finally:
-        conn.close()
+    a substring scan finds it starting at a token boundary (on both backends)."""
+    texts = seeded_identifier_texts()
+    sid = engine.start_session("cli", cwd="")
+    engine.append_turn(sid, [{"role": "user", "content": t} for t in texts])
+    checked = 0
+    for query in RECALL_QUERIES:
+        at_boundary = re.compile("(?<![a-z0-9])" + re.escape(query))
+        truth = {i for i, t in enumerate(texts) if at_boundary.search(t)}
+        assert {h.seq for h in engine.search(query, limit=1000)} == truth, query
+        checked += len(truth)
+    assert checked > 20
 
 
 def _vocab(conn: apsw.Connection) -> set[str]:
