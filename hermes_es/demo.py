@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -54,6 +55,36 @@ class Demo:
 
 def _quote(arg: str) -> str:
     return f'"{arg}"' if (" " in arg or not arg) else arg
+
+
+def _watch(home: Path, ref: str) -> Any:
+    """A WebSocket client of the running gateway (a ticket from its control socket) attached
+    to the session ``ref``: it hears that session's stream live."""
+    from hermes_es.gateway.client import running_gateway
+
+    handle = running_gateway(home)
+    if handle is None:
+        raise click.ClickException("the gateway the demo started is not running")
+    conn = handle.connect("tui")
+    conn.call("session.resume", {"ref": ref})
+    return conn
+
+
+def _seen(conn: Any) -> list[str]:
+    """What the watching client received until the turn it saw admitted finished."""
+    lines = []
+    for message in conn.notifications(timeout=10):
+        params = message.get("params") or {}
+        if message.get("method") == "turn.stream":
+            lines.append(f"turn.stream     {params['item']['type']} (live, not stored)")
+            continue
+        if message.get("method") != "session.event":
+            continue
+        lines.append(f"v{params['sequence']:<5} {params['type']}  by {params['actor']}")
+        if params["type"] in ("hermes.turn.finished", "hermes.turn.unknown"):
+            break
+    conn.close()
+    return lines
 
 
 def _step(title: str) -> None:
@@ -102,10 +133,15 @@ def main(keep: bool) -> None:
         _step("the gateway: one owner of every session; the CLI attaches with a ticket")
         demo.run("gateway", "start")
         demo.run("gateway", "status")
+        watcher = _watch(home, TITLE)
         demo.run("-c", TITLE, "-q", "Summarize where we are, through the gateway")
+        click.secho("a second client (a WebSocket, kind tui) attached to the same session saw:")
+        for line in _seen(watcher):
+            click.echo(f"  {line}")
         history = demo.run("sessions", "history", TITLE, show=False).rstrip().splitlines()
-        click.secho(f"$ hermes sessions history {_quote(TITLE)}  (last 5 events)", fg="green")
-        click.echo("\n".join(history[-5:]))
+        click.secho(f"$ hermes sessions history {_quote(TITLE)}  (last 6 events)", fg="green")
+        click.echo("\n".join(history[-6:]))
+        demo.run("sessions", "optimize", expect=1)  # the gateway holds state.db
         demo.run("gateway", "stop")
 
         _step("projections rebuilt from the log match the live ones; the store is healthy")

@@ -7,6 +7,7 @@ profile: ``gateway.pid``, ``gateway.log``); ``stop`` sends SIGTERM (it drains) a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -27,13 +28,12 @@ class GatewayCliError(HermesError):
 
 
 def _endpoint_info(profile_dir: Any) -> dict[str, Any] | None:
-    from hermes_es.commands.holders import pid_alive
-    from hermes_es.gateway.paths import GatewayPaths, read_endpoint
+    from hermes_es.gateway.paths import GatewayPaths, gateway_runs, read_endpoint
 
     paths = GatewayPaths(profile_dir)
     endpoint = read_endpoint(paths)
-    if endpoint is None or not pid_alive(endpoint.pid):
-        return None
+    if endpoint is None or not gateway_runs(paths, endpoint.pid):
+        return None  # none, or left by a gateway that died (its pid may be another's now)
     return {
         "running": True,
         "pid": endpoint.pid,
@@ -233,21 +233,22 @@ def ensure_cmd(ctx: click.Context, as_json: bool) -> None:
 def stop_cmd(ctx: click.Context, timeout: float) -> None:
     """Stop the gateway: no new turns, running ones finish, then it exits.
 
+    With none running it says so and exits 0. Only the process holding the profile's gateway
+    lock is signalled: a pid a crashed gateway left in gateway.json or gateway.pid is not.
+
     Example: hermes gateway stop
     """
     from hermes_es.commands.holders import pid_alive
-    from hermes_es.gateway.paths import GatewayPaths
+    from hermes_es.gateway.paths import GatewayPaths, gateway_runs, read_endpoint
 
     hermes = get_hermes(ctx)
     paths = GatewayPaths(hermes.dir)
-    info = _endpoint_info(hermes.dir)
-    pid = info["pid"] if info else 0
+    endpoint = read_endpoint(paths)
+    candidates = [endpoint.pid] if endpoint is not None else []
+    with contextlib.suppress(OSError, ValueError):  # no pid file: gateway.json names it
+        candidates.append(int(paths.pid.read_text(encoding="utf-8").strip() or 0))
+    pid = next((c for c in candidates if gateway_runs(paths, c)), 0)
     if not pid:
-        try:
-            pid = int(paths.pid.read_text(encoding="utf-8").strip() or 0)
-        except (OSError, ValueError):
-            pid = 0
-    if not pid or not pid_alive(pid):
         click.echo("no gateway running")
         return
     os.kill(pid, signal.SIGTERM)

@@ -12,10 +12,9 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from hermes_es.commands.holders import pid_alive
 from hermes_es.errors import HermesError
 from hermes_es.gateway.control import ControlError, request_ticket
-from hermes_es.gateway.paths import Endpoint, GatewayPaths, read_endpoint
+from hermes_es.gateway.paths import Endpoint, GatewayPaths, gateway_runs, read_endpoint
 
 NO_GATEWAY_ENV = "HERMES_NO_GATEWAY"
 """Set to 1 to run embedded even while a gateway runs (the store is then shared)."""
@@ -79,7 +78,7 @@ def running_gateway(profile_dir: Path) -> GatewayHandle | None:
         return None
     paths = GatewayPaths(profile_dir)
     endpoint = read_endpoint(paths)
-    if endpoint is None or not pid_alive(endpoint.pid) or not paths.socket.exists():
+    if endpoint is None or not paths.socket.exists() or not gateway_runs(paths, endpoint.pid):
         return None
     return GatewayHandle(paths, endpoint)
 

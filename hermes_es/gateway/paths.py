@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import msgspec
+
+PROC_LOCKS = Path("/proc/locks")
+"""The kernel's table of file locks (Linux): who holds the profile's gateway lock."""
 
 
 class GatewayPaths(msgspec.Struct, frozen=True):
@@ -69,3 +73,48 @@ def read_endpoint(paths: GatewayPaths) -> Endpoint | None:
         return msgspec.json.decode(paths.endpoint.read_bytes(), type=Endpoint)
     except (OSError, msgspec.DecodeError):
         return None
+
+
+def lock_holder(paths: GatewayPaths, *, table: Path = PROC_LOCKS) -> int | None:
+    """The pid holding the profile's gateway lock (``flock``): 0 when none does, None when
+    this system cannot tell (no readable lock table).
+
+    Only the running gateway holds it, so a pid read from ``gateway.json`` or ``gateway.pid``
+    that a crash left behind (and that another process may have been given since) is not
+    taken for the gateway.
+    """
+    try:
+        stat = os.stat(paths.lock)
+    except FileNotFoundError:
+        return 0
+    except OSError:
+        return None
+    try:
+        text = table.read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    device = f"{os.major(stat.st_dev):02x}:{os.minor(stat.st_dev):02x}"
+    loose = 0
+    for line in text.splitlines():
+        # "1: FLOCK  ADVISORY  WRITE 4242 fe:00:5547352 0 EOF" (a waiter has "->" after "1:")
+        fields = line.split()
+        if len(fields) < 6 or fields[1] != "FLOCK" or fields[3] != "WRITE":
+            continue
+        where, _, inode = fields[5].rpartition(":")
+        if inode != str(stat.st_ino) or not fields[4].isdigit():
+            continue
+        if where == device:
+            return int(fields[4])
+        loose = loose or int(fields[4])  # an overlay file system may name another device
+    return loose
+
+
+def gateway_runs(paths: GatewayPaths, pid: int) -> bool:
+    """Whether ``pid`` is the gateway running for the profile: it holds the profile's lock
+    (where the lock table cannot be read: a process with that pid exists)."""
+    from hermes_es.commands.holders import pid_alive
+
+    if pid <= 0:
+        return False
+    holder = lock_holder(paths)
+    return pid_alive(pid) if holder is None else holder == pid

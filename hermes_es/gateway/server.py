@@ -66,8 +66,9 @@ class GatewayRunningError(HermesError):
 
 
 @contextlib.contextmanager
-def profile_lock(paths: GatewayPaths) -> Iterator[IO[str]]:
-    """Hold the profile's gateway lock, or raise naming the pid of the gateway that holds it."""
+def profile_lock(paths: GatewayPaths, profile: str | None = None) -> Iterator[IO[str]]:
+    """Hold the profile's gateway lock, or raise naming the pid of the gateway that holds it
+    (and the command that stops it)."""
     paths.root.mkdir(parents=True, exist_ok=True)
     handle = open(paths.lock, "a+", encoding="utf-8")  # noqa: SIM115 (held for the run)
     try:
@@ -75,9 +76,10 @@ def profile_lock(paths: GatewayPaths) -> Iterator[IO[str]]:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             pid = _read_pid(paths)
+            stop = f"hermes -p {profile} gateway stop" if profile else "hermes gateway stop"
             raise GatewayRunningError(
                 f"a gateway already runs for this profile (pid {pid or 'unknown'});"
-                " 'hermes gateway stop' stops it",
+                f" '{stop}' stops it",
                 subject=str(pid),
             ) from None
         paths.pid.write_text(f"{os.getpid()}\n", encoding="utf-8")
@@ -125,7 +127,7 @@ def run(
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    with profile_lock(paths):
+    with profile_lock(paths, profile):
         from hermes_es.config import legacy_reset_findings, load_profile_config
 
         loaded = load_profile_config(home, profile)

@@ -1,0 +1,180 @@
+"""The gateway's files left behind by a crash, and the lifecycle commands' refusals, through the
+real ``hermes`` program: a pid in a stale ``gateway.json`` or ``gateway.pid`` that another
+process has now is never taken for the gateway (nor signalled); a second ``gateway run`` names
+the first and the command that stops it; an HTTP call with a bad ticket is refused naming why
+and changes nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from hermes_es.commands.engine import SessionEngine
+from hermes_es.gateway.paths import GatewayPaths, gateway_runs, lock_holder
+from tests.gateway.conftest import GatewayProcess
+
+ENTRY = "from hermes_es.cli import main; main()"
+
+
+def hermes(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the real ``hermes`` program."""
+    return subprocess.run(
+        [sys.executable, "-c", ENTRY, *args],
+        env=env,
+        cwd=env["HERMES_HOME"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+
+
+@pytest.fixture
+def bystander() -> Iterator[subprocess.Popen[bytes]]:
+    """A live process that is not a gateway (its pid is what a stale file names)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    yield proc
+    proc.kill()
+    proc.wait(10)
+
+
+def _stale_files(home: Path, pid: int) -> None:
+    """What a gateway killed with SIGKILL leaves, its pid now another process's."""
+    endpoint = {
+        "host": "127.0.0.1",
+        "port": 9,
+        "pid": pid,
+        "instance_id": "gone",
+        "epoch": 1,
+        "profile": "default",
+        "started_at": 0.0,
+    }
+    (home / "gateway.json").write_text(json.dumps(endpoint), encoding="utf-8")
+    (home / "gateway.pid").write_text(f"{pid}\n", encoding="utf-8")
+    (home / "gateway.lock").touch()
+    (home / "gateway.sock").touch()
+
+
+def test_a_stale_pid_is_not_the_gateway_and_is_never_signalled(
+    home: Path, gw_env: dict[str, str], bystander: subprocess.Popen[bytes]
+) -> None:
+    """stop, status, the CLI and ensure see through a stale gateway.json/gateway.pid whose pid
+    is alive: stop signals nothing, status says none runs, ``-q`` runs embedded, ensure starts
+    a real gateway (and stop then stops that one)."""
+    _stale_files(home, bystander.pid)
+    paths = GatewayPaths(home)
+    assert lock_holder(paths) == 0 and not gateway_runs(paths, bystander.pid)
+    stopped = hermes(gw_env, "gateway", "stop", "--timeout", "2")
+    assert (stopped.returncode, stopped.stdout.strip()) == (0, "no gateway running")
+    assert bystander.poll() is None  # not signalled
+    assert json.loads(hermes(gw_env, "gateway", "status", "--json").stdout) == {"running": False}
+    embedded = hermes(gw_env, "-q", "while none runs")
+    assert embedded.returncode == 0, embedded.stderr
+    with SessionEngine(home / "state.db") as engine:
+        [(sid,)] = engine.store.connection().execute("SELECT id FROM sessions").fetchall()
+        assert engine.get(sid).message_count == 2
+    ensured = hermes(gw_env, "gateway", "ensure", "--json")
+    assert ensured.returncode == 0, ensured.stderr
+    info = json.loads(ensured.stdout)
+    try:
+        assert info["started"] is True and info["pid"] != bystander.pid
+        assert lock_holder(paths) == info["pid"]
+    finally:
+        stopped = hermes(gw_env, "gateway", "stop")
+    assert stopped.stdout.strip() == f"gateway stopped (pid {info['pid']})"
+    assert bystander.poll() is None
+    assert not (home / "gateway.json").exists() and not (home / "gateway.pid").exists()
+
+
+def test_a_second_run_names_the_first_and_how_to_stop_it(
+    home: Path, gw_env: dict[str, str]
+) -> None:
+    """``gateway run`` beside a running gateway of the same profile exits 1 naming its pid and
+    the stop command of that profile, without a traceback, and leaves the first one as it
+    was; ``gateway start`` says it already runs."""
+    started = hermes(gw_env, "gateway", "start", "-p", "work", "--json")
+    assert started.returncode == 0, started.stderr
+    first = json.loads(started.stdout)
+    published = (home / "profiles" / "work" / "gateway.json").read_bytes()
+    try:
+        second = hermes(gw_env, "-p", "work", "gateway", "run")
+        assert second.returncode == 1
+        assert f"pid {first['pid']}" in second.stderr
+        assert "'hermes -p work gateway stop' stops it" in second.stderr
+        assert "Traceback" not in second.stderr
+        assert (home / "profiles" / "work" / "gateway.json").read_bytes() == published
+        again = hermes(gw_env, "gateway", "start", "-p", "work")
+        assert again.returncode == 0
+        assert f"gateway already running: pid {first['pid']}" in again.stdout
+    finally:
+        stopped = hermes(gw_env, "gateway", "stop", "-p", "work")
+    assert stopped.stdout.strip() == f"gateway stopped (pid {first['pid']})"
+
+
+def test_http_calls_without_a_valid_native_http_ticket_are_refused_naming_why(
+    home: Path, gateway: GatewayProcess
+) -> None:
+    """``POST /rpc`` with no ticket, an unknown one, a used one or an interactive one is 401
+    with the reason, and the mutation it carried is not made."""
+    handle = gateway.start()
+    with handle.connect() as conn:
+        sid = conn.call("session.create", {"title": "kept"})["session_id"]
+    url = f"{handle.endpoint.http_url}/rpc"
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "session.rename",
+        "params": {"session_id": sid, "title": "changed"},
+    }
+    used = handle.ticket("native-http")
+    assert httpx.post(url, json=body, headers={"Authorization": f"Bearer {used}"}).status_code == (
+        200
+    )
+    body["params"] = {"session_id": sid, "title": "changed again"}
+    for header, reason in (
+        ({}, "no ticket"),
+        ({"Authorization": "Bearer not-a-ticket"}, "unknown or already used ticket"),
+        ({"Authorization": f"Bearer {used}"}, "unknown or already used ticket"),
+        (
+            {"Authorization": f"Bearer {handle.ticket('interactive')}"},
+            "ticket minted for 'interactive', not for native-http",
+        ),
+    ):
+        refused = httpx.post(url, json=body, headers=header)
+        assert refused.status_code == 401, header
+        assert reason in refused.json()["error"]
+    assert gateway.terminate() == 0
+    with SessionEngine(home / "state.db") as engine:
+        assert engine.get(sid).title == "changed"
+
+
+def test_the_lock_table_names_the_holder_not_a_waiter_or_another_lock(tmp_path: Path) -> None:
+    """``lock_holder`` reads the flock holding the lock file's inode: a waiter's line and a
+    lock on another inode are not it; on another device (an overlay) it still counts; an
+    unreadable table is "cannot tell" (None)."""
+    paths = GatewayPaths(tmp_path)
+    assert lock_holder(paths) == 0  # no lock file: no gateway ever ran here
+    paths.lock.touch()
+    stat = os.stat(paths.lock)
+    dev = f"{os.major(stat.st_dev):02x}:{os.minor(stat.st_dev):02x}"
+    table = tmp_path / "locks"
+    table.write_text(
+        f"1: POSIX  ADVISORY  WRITE 11 {dev}:{stat.st_ino} 0 EOF\n"
+        f"2: FLOCK  ADVISORY  WRITE 12 {dev}:{stat.st_ino + 1} 0 EOF\n"
+        f"3: FLOCK  ADVISORY  WRITE 13 {dev}:{stat.st_ino} 0 EOF\n"
+        f"3: -> FLOCK  ADVISORY  WRITE 14 {dev}:{stat.st_ino} 0 EOF\n",
+        encoding="ascii",
+    )
+    assert lock_holder(paths, table=table) == 13
+    table.write_text(f"1: FLOCK  ADVISORY  WRITE 15 00:99:{stat.st_ino} 0 EOF\n", "ascii")
+    assert lock_holder(paths, table=table) == 15
+    table.write_text(f"1: FLOCK  ADVISORY  WRITE 16 {dev}:{stat.st_ino + 1} 0 EOF\n", "ascii")
+    assert lock_holder(paths, table=table) == 0
+    assert lock_holder(paths, table=tmp_path / "missing") is None
