@@ -43,9 +43,17 @@ def _free_port() -> int:
 
 
 class PgServer:
-    """One running cluster; ``database()`` hands out fresh databases."""
+    """One running cluster; ``database()`` hands out fresh databases.
 
-    def __init__(self) -> None:
+    ``missing``: extensions this server must not have (say ``("pg_trgm",)``, a server whose
+    contrib modules are not installed): it runs a copy of the ``postgres`` binary in a tree
+    laid out like Debian's (``usr/lib/postgresql/N/bin``), whose share directory holds links to
+    everything of the real one but those extensions' files (PostgreSQL finds its share
+    directory relative to its binary).
+    """
+
+    def __init__(self, missing: tuple[str, ...] = ()) -> None:
+        self.missing = missing
         self.root = Path(tempfile.mkdtemp(prefix="hermes-pg-"))
         self.data = self.root / "data"
         self.port = _free_port()
@@ -74,12 +82,47 @@ class PgServer:
             f"-k {self.root} -p {self.port} -c listen_addresses=127.0.0.1 -c fsync=off"
             " -c full_page_writes=off -c max_connections=200 -c shared_buffers=32MB"
         )
+        binary = ["-p", self._binary_without(self.missing)] if self.missing else []
         self._run(
             _find("pg_ctl"), "-D", str(self.data), "-o", options, "-l",
-            str(self.root / "server.log"), "-w", "-t", "60", "start",
+            str(self.root / "server.log"), *binary, "-w", "-t", "60", "start",
         )  # fmt: skip
         self.execute(f"CREATE DATABASE {TEMPLATE}")
-        self.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm", dbname=TEMPLATE)
+        if "pg_trgm" not in self.missing:
+            self.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm", dbname=TEMPLATE)
+
+    def _binary_without(self, missing: tuple[str, ...]) -> str:
+        """A copy of ``postgres`` whose share directory lacks the ``missing`` extensions."""
+        bindir = Path(_find("postgres")).parent  # /usr/lib/postgresql/15/bin
+        version = bindir.parent.name
+        share = bindir.parents[3] / "share" / "postgresql" / version
+        if not (share / "extension").is_dir():
+            raise RuntimeError(f"no share directory {share} beside {bindir}")
+        tree = self.root / "install" / "usr"
+        (tree / "lib" / "postgresql" / version / "bin").mkdir(parents=True)
+        binary = tree / "lib" / "postgresql" / version / "bin" / "postgres"
+        shutil.copy2(bindir / "postgres", binary)
+        (tree / "lib" / "postgresql" / version / "lib").symlink_to(bindir.parent / "lib")
+        own_share = tree / "share" / "postgresql" / version
+        (own_share / "extension").mkdir(parents=True)
+        for entry in share.iterdir():
+            if entry.name != "extension":
+                (own_share / entry.name).symlink_to(entry)
+        for entry in (share / "extension").iterdir():
+            if not entry.name.startswith(tuple(f"{name}." for name in missing)) and not (
+                entry.name.startswith(tuple(f"{name}--" for name in missing))
+            ):
+                (own_share / "extension" / entry.name).symlink_to(entry)
+        return str(binary)
+
+    def require_password(self, role: str, password: str) -> None:
+        """Create a login role that must give its password (``scram-sha-256``) over TCP,
+        whatever trust the cluster grants every other role."""
+        self.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{password}'")
+        hba = self.data / "pg_hba.conf"
+        rule = f"host all {role} 127.0.0.1/32 scram-sha-256\n"
+        hba.write_text(rule + hba.read_text())
+        self.execute("SELECT pg_reload_conf()")
 
     def url(self, dbname: str) -> str:
         """The connection URL of one database."""

@@ -3,19 +3,29 @@
 The hermes PostgreSQL backend keeps its event log with these recorders (text originator ids,
 the table named ``events``), so the suites run with exactly that configuration; each test gets
 a schema of its own in one database.
+
+Every test here has a time limit (``TEST_TIMEOUT_S``, pytest-timeout): a subscription that waits
+for a notification that never comes must fail its test, not hang the run. The application
+recorder's subscriptions are eventsourcing's with one race closed (``ListenedSubscription``);
+hermes itself never subscribes (its gateways follow the log with their own listener,
+``store/postgres/notify.py``, which re-reads every 5 s).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Sequence
 from typing import TypeVar
 
 import pytest
 from eventsourcing.persistence import (
     AggregateRecorder,
     ApplicationRecorder,
+    Notification,
     ProcessRecorder,
+    StoredEvent,
+    Subscription,
     TrackingRecorder,
 )
 from eventsourcing.postgres import (
@@ -25,15 +35,67 @@ from eventsourcing.postgres import (
     PostgresFactory,
     PostgresProcessRecorder,
     PostgresRecorder,
+    PostgresSubscription,
     PostgresTrackingRecorder,
 )
 from eventsourcing.tests import persistence as contract
 from eventsourcing.utils import Environment
+from psycopg.sql import SQL, Identifier
 
 from tests.pg_server import PgServer
 
+TEST_TIMEOUT_S = 120
+"""Per-test limit: each test takes well under a second; a hang fails after this long."""
+
+pytestmark = pytest.mark.timeout(TEST_TIMEOUT_S)
+
 _schemas = itertools.count(1)
 R = TypeVar("R", bound=PostgresRecorder)
+
+
+class ListenedSubscription(PostgresSubscription):
+    """eventsourcing 9.5.6's LISTEN/NOTIFY subscription, reading the log again once its LISTEN
+    is in force.
+
+    The library starts the thread that reads the log (it reads what is there, then waits for
+    a notification) before the thread that sends ``LISTEN``; nothing re-reads by itself. A
+    commit that lands after the first read but before the ``LISTEN`` notifies nobody, and the
+    subscription then waits forever for a row that is already in the table. Under load the
+    ``LISTEN`` thread is late often enough: ``test_insert_subscribe`` once hung that way
+    (its third event is inserted right after the first two are received). Here the listening
+    thread wakes the reader once ``LISTEN`` has run, so such a commit is read then.
+    """
+
+    def _before_listen(self) -> None:
+        """Called on the listening thread before it sends LISTEN (a test delays it here)."""
+
+    def _listen(self) -> None:
+        try:
+            with self._recorder.datastore.get_connection() as conn:
+                self._before_listen()
+                channel = Identifier(self._recorder.channel_name)
+                conn.execute(SQL("LISTEN {0}").format(channel))
+                self._has_been_notified.set()  # what was committed before the LISTEN
+                while not self._has_been_stopped and not self._thread_error:
+                    # At most 0.1 s a wait, so that a stop is seen without a notification.
+                    for _ in conn.notifies(timeout=0.1, stop_after=1):
+                        self._has_been_notified.set()
+        except BaseException as exc:
+            if self._thread_error is None:
+                self._thread_error = exc
+            self.stop()
+
+
+class ListenedRecorder(PostgresApplicationRecorder):
+    """eventsourcing's application recorder whose subscriptions are ``ListenedSubscription``."""
+
+    subscription_class: type[ListenedSubscription] = ListenedSubscription
+
+    def subscribe(
+        self, gt: int | None = None, topics: Sequence[str] = ()
+    ) -> Subscription[ApplicationRecorder]:
+        """A subscription to notifications after ``gt``."""
+        return self.subscription_class(recorder=self, gt=gt, topics=topics)
 
 
 class _PgCase:
@@ -101,11 +163,44 @@ class TestPostgresApplicationRecorder(_PgCase, contract.ApplicationRecorderTestC
 
     def create_recorder(self) -> ApplicationRecorder:
         """An application recorder on the test's schema."""
-        return self._made(PostgresApplicationRecorder(self.datastore, events_table_name="events"))
+        return self._made(ListenedRecorder(self.datastore, events_table_name="events"))
 
     def test_insert_subscribe(self) -> None:
         """A LISTEN/NOTIFY subscription yields committed notifications in order."""
         self.optional_test_insert_subscribe()
+
+    def test_commit_before_the_listen_reaches_the_subscription(self) -> None:
+        """An event committed after the subscription's first read of the log and before its
+        LISTEN is in force is still delivered (eventsourcing's own subscription waits for it
+        forever): the LISTEN is held back until that commit is made."""
+        first_read, may_listen = threading.Event(), threading.Event()
+
+        class Held(ListenedSubscription):
+            def _pull(self) -> None:
+                super()._pull()
+                first_read.set()
+
+            def _before_listen(self) -> None:
+                may_listen.wait(10)
+
+        recorder = self._made(ListenedRecorder(self.datastore, events_table_name="events"))
+        recorder.subscription_class = Held
+        got: list[Notification] = []
+        with recorder.subscribe(gt=0) as subscription:
+            assert first_read.wait(10)
+            recorder.insert_events([StoredEvent(self.new_originator_id(), 1, "topic", b"x")])
+            may_listen.set()
+
+            def receive() -> None:
+                for notification in subscription:
+                    got.append(notification)
+                    break
+
+            receiver = threading.Thread(target=receive, daemon=True)
+            receiver.start()
+            receiver.join(10)
+            subscription.stop()  # ends the receiver too if nothing came
+        assert [(n.id, n.topic, n.state) for n in got] == [(1, "topic", b"x")]
 
 
 class TestPostgresTrackingRecorder(_PgCase, contract.TrackingRecorderTestCase):
@@ -129,7 +224,7 @@ class TestPostgresNonInterleaving(_PgCase, contract.NonInterleavingNotificationI
 
     def create_recorder(self) -> ApplicationRecorder:
         """An application recorder on the test's schema."""
-        return self._made(PostgresApplicationRecorder(self.datastore, events_table_name="events"))
+        return self._made(ListenedRecorder(self.datastore, events_table_name="events"))
 
 
 class TestPostgresFactory(_PgCase, contract.InfrastructureFactoryTestCase[PostgresFactory]):

@@ -46,7 +46,7 @@ class PostgresBackend(StoreBackend):
 
         datastore = datastore_for(self.url, pool_size=1, max_overflow=0)
         try:
-            with probe(self.location), datastore.transaction(commit=False) as curs:
+            with probe(self.location, datastore), datastore.transaction(commit=False) as curs:
                 return store_exists(curs)
         finally:
             datastore.close()

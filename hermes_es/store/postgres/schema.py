@@ -43,8 +43,9 @@ ADVISORY_LOCK = 0x4E524D45
 
 EVENTS_TABLE = "events"
 
+EXTENSION_DDL = "CREATE EXTENSION IF NOT EXISTS pg_trgm"
+
 BASE_DDL = [
-    "CREATE EXTENSION IF NOT EXISTS pg_trgm",
     "CREATE TABLE IF NOT EXISTS hermes_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS tracking ("
     " application_name TEXT PRIMARY KEY, notification_id BIGINT NOT NULL)",
@@ -128,6 +129,7 @@ def ensure_schema(datastore: PostgresDatastore, recorder: PostgresApplicationRec
     with conn.transaction() as raw:
         curs = raw.cursor()
         curs.execute("SELECT pg_advisory_xact_lock(%s)", (ADVISORY_LOCK,))
+        _create_extension(curs)
         for ddl in BASE_DDL:
             curs.execute(ddl)
         curs.execute(NOCASE_COLLATION)
@@ -169,6 +171,28 @@ def ensure_schema(datastore: PostgresDatastore, recorder: PostgresApplicationRec
             )
     datastore.register_type_adapters()
     return sequence
+
+
+def _create_extension(curs: Any) -> None:
+    """``CREATE EXTENSION pg_trgm``; a server without it, or a role that may not create it, is
+    an error saying so and what to do (the transaction is rolled back: nothing is created)."""
+    import psycopg
+    from eventsourcing.persistence import ProgrammingError
+
+    try:
+        curs.execute(EXTENSION_DDL)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise ProgrammingError(
+            "the role may not create the pg_trgm extension the store needs (it takes CREATE"
+            " on the database; or a superuser runs 'CREATE EXTENSION pg_trgm' in it once):"
+            f" {' '.join(str(exc).split())}"
+        ) from exc
+    except psycopg.Error as exc:
+        raise ProgrammingError(
+            "the server has no pg_trgm extension, which the store needs: install PostgreSQL's"
+            " contrib modules on the database server (Debian: postgresql-contrib):"
+            f" {' '.join(str(exc).split())}"
+        ) from exc
 
 
 def _upgrade(version: str) -> str | None:

@@ -32,6 +32,7 @@ from eventsourcing.postgres import (
 )
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.sql import SQL, Identifier, Literal
+from psycopg_pool import PoolTimeout
 
 from hermes_es.commands.unit_of_work import Batch
 from hermes_es.errors import ConfigError, ConflictError, StoreBusyError, StoreError
@@ -64,13 +65,19 @@ def datastore_for(url: str, *, pool_size: int = 2, max_overflow: int = 8) -> Pos
         info = conninfo_to_dict(url)
     except Exception as exc:
         raise ConfigError(
-            f"store URL {redact_url(url)!r} is not a valid PostgreSQL URL: {exc}",
+            f"store URL {redact_url(url)!r} is not a valid PostgreSQL URL: {_one_line(str(exc))}",
             subject=redact_url(url),
         ) from exc
     dbname = str(info.pop("dbname", "") or "")
     if not dbname:
         raise ConfigError(
             f"store URL {redact_url(url)!r} names no database (postgresql://user@host/DBNAME)",
+            subject=redact_url(url),
+        )
+    port = str(info.pop("port", "") or "5432")
+    if not all(not p or (p.isdigit() and 0 < int(p) < 65536) for p in port.split(",")):
+        raise ConfigError(
+            f"store URL {redact_url(url)!r}: port {port!r} is not a port number (1 to 65535)",
             subject=redact_url(url),
         )
     timeout = str(info.pop("connect_timeout", "") or CONNECT_TIMEOUT_S)
@@ -87,7 +94,7 @@ def datastore_for(url: str, *, pool_size: int = 2, max_overflow: int = 8) -> Pos
     datastore = PostgresDatastore(
         dbname,
         str(info.pop("host", "") or "127.0.0.1"),
-        str(info.pop("port", "") or "5432"),
+        port,
         str(info.pop("user", "") or "postgres"),
         str(info.pop("password", "") or ""),
         connect_timeout=connect_timeout,
@@ -105,14 +112,51 @@ def datastore_for(url: str, *, pool_size: int = 2, max_overflow: int = 8) -> Pos
     return datastore
 
 
+def _one_line(text: str) -> str:
+    """A server or libpq message on one line, any URL in it without its password."""
+    return redact_url(" ".join(text.split()))
+
+
+def connect_failure(datastore: PostgresDatastore, exc: BaseException) -> str | None:
+    """Why no connection could be had, when ``exc`` is the pool giving up; else None.
+
+    The pool retries failed connects in the background until its timeout and then reports
+    only that it got none ("couldn't get a connection after 5.00 sec"), whatever the cause: a
+    wrong password, a database that does not exist, a refused port, an unknown host. One
+    direct connect with the pool's own parameters says which.
+    """
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, PoolTimeout):
+        cause = cause.__cause__
+    if cause is None:
+        return None
+    pool = datastore.pool
+    kwargs = {k: v for k, v in cast(dict[str, Any], pool.kwargs).items() if k != "row_factory"}
+    kwargs["connect_timeout"] = max(round(pool.timeout), 1)
+    try:
+        psycopg.connect(str(pool.conninfo or ""), **kwargs).close()
+    except psycopg.Error as found:
+        return _one_line(str(found)).removeprefix("connection failed: ")
+    return None
+
+
 @contextmanager
-def probe(location: str) -> Iterator[None]:
-    """Turn a failure to reach the server into a ``StoreError`` naming the store."""
+def probe(location: str, datastore: PostgresDatastore) -> Iterator[None]:
+    """Turn a failure to open the store into a ``StoreError`` naming the store and the cause:
+    "could not reach" for a connection the server refused or never answered, "could not
+    open" for a statement it refused (the store is not created)."""
     try:
         yield
     except PersistenceError as exc:
+        reason = connect_failure(datastore, exc)
+        if reason is not None or isinstance(exc, OperationalError):
+            raise StoreError(
+                f"could not reach the store at {location}: {reason or _one_line(str(exc))}",
+                subject=location,
+            ) from exc
         raise StoreError(
-            f"could not reach the store at {location}: {str(exc).strip()}", subject=location
+            f"could not open the store at {location}: {_one_line(str(exc))}; nothing was changed",
+            subject=location,
         ) from exc
 
 
@@ -201,7 +245,7 @@ class PgStore:
         self.path = Path(self.location)
         self._conn = PgConnection(self.datastore, on_close=self.close)
         try:
-            with probe(self.location):
+            with probe(self.location, self.datastore):
                 self.pg_recorder = PostgresApplicationRecorder(
                     self.datastore, events_table_name=EVENTS_TABLE
                 )
@@ -240,8 +284,9 @@ class PgStore:
                     " nothing was changed; try again",
                     subject=self.location,
                 ) from exc
+            reason = connect_failure(self.datastore, exc) or _one_line(text)
             raise StoreError(
-                f"could not {doing} the store at {self.location}: {text.strip()}",
+                f"could not {doing} the store at {self.location}: {reason}",
                 subject=self.location,
             ) from exc
         except PersistenceError as exc:
