@@ -77,30 +77,32 @@ def _expected() -> list[dict[str, Any]]:
     return out
 
 
-def test_agent_loop_list_round_trips_through_messages_openai(tmp_path: Path) -> None:
+def test_agent_loop_list_round_trips_through_messages_openai(
+    engine: SessionEngine, tmp_path: Path
+) -> None:
     """append_turn takes the list as written; messages(format='openai') gives it back."""
-    with SessionEngine.open(tmp_path / "state.db") as engine:
-        sid = engine.start_session("api", cwd=str(tmp_path))
-        engine.append_turn(sid, AGENT_LOOP)
-        assert engine.messages(sid, format="openai") == _expected()
-        rows = messages_of(engine.store.connection(), sid)
+    sid = engine.start_session("api", cwd=str(tmp_path))
+    engine.append_turn(sid, AGENT_LOOP)
+    assert engine.messages(sid, format="openai") == _expected()
+    rows = messages_of(engine.store.connection(), sid)
     assert rows[2].content == "" and rows[2].tool_calls[0]["name"] == "read_file"
     assert rows[3].tool_name == "read_file"
 
 
-def test_flat_tool_calls_still_work_and_come_back_nested(tmp_path: Path) -> None:
+def test_flat_tool_calls_still_work_and_come_back_nested(
+    engine: SessionEngine, tmp_path: Path
+) -> None:
     """The flat {id, name, arguments} call form is accepted and given back nested."""
-    with SessionEngine.open(tmp_path / "state.db") as engine:
-        sid = engine.start_session("api", cwd=str(tmp_path))
-        engine.append_message(sid, "user", "go", uid=None)
-        engine.append_message(
-            sid,
-            "assistant",
-            None,
-            tool_calls=[{"id": "c", "name": "echo", "arguments": {"text": "x"}}],
-        )
-        engine.append_message(sid, "tool", "x", tool_call_id="c", tool_name="echo")
-        out = engine.messages(sid)
+    sid = engine.start_session("api", cwd=str(tmp_path))
+    engine.append_message(sid, "user", "go", uid=None)
+    engine.append_message(
+        sid,
+        "assistant",
+        None,
+        tool_calls=[{"id": "c", "name": "echo", "arguments": {"text": "x"}}],
+    )
+    engine.append_message(sid, "tool", "x", tool_call_id="c", tool_name="echo")
+    out = engine.messages(sid)
     assert out[1] == {
         "role": "assistant",
         "content": None,
@@ -115,35 +117,34 @@ def test_flat_tool_calls_still_work_and_come_back_nested(tmp_path: Path) -> None
     assert out[2] == {"role": "tool", "content": "x", "tool_call_id": "c", "name": "echo"}
 
 
-def test_a_non_function_call_type_is_kept(tmp_path: Path) -> None:
+def test_a_non_function_call_type_is_kept(engine: SessionEngine, tmp_path: Path) -> None:
     """A call type other than function is stored and given back as it was."""
     call = {"id": "k", "type": "custom", "function": {"name": "grammar", "arguments": "{}"}}
-    with SessionEngine.open(tmp_path / "state.db") as engine:
-        sid = engine.start_session("api", cwd=str(tmp_path))
-        engine.append_turn(sid, [{"role": "assistant", "content": None, "tool_calls": [call]}])
-        assert engine.messages(sid)[0]["tool_calls"] == [call]
+    sid = engine.start_session("api", cwd=str(tmp_path))
+    engine.append_turn(sid, [{"role": "assistant", "content": None, "tool_calls": [call]}])
+    assert engine.messages(sid)[0]["tool_calls"] == [call]
 
 
-def test_results_recorded_later_are_given_back_after_their_call(tmp_path: Path) -> None:
+def test_results_recorded_later_are_given_back_after_their_call(
+    engine: SessionEngine, tmp_path: Path
+) -> None:
     """messages() is ready to send: a result appended after other messages moves to its call."""
-    with SessionEngine.open(tmp_path / "state.db") as engine:
-        sid = engine.start_session("api", cwd=str(tmp_path))
-        engine.append_turn(sid, AGENT_LOOP[2:3])
-        engine.append_message(sid, "user", "hello?")
-        engine.append_turn(sid, AGENT_LOOP[3:5])
-        roles = [m["role"] for m in engine.messages(sid)]
+    sid = engine.start_session("api", cwd=str(tmp_path))
+    engine.append_turn(sid, AGENT_LOOP[2:3])
+    engine.append_message(sid, "user", "hello?")
+    engine.append_turn(sid, AGENT_LOOP[3:5])
+    roles = [m["role"] for m in engine.messages(sid)]
     assert roles == ["assistant", "tool", "tool", "user"]
 
 
-def test_system_prompt_comes_first_when_asked(tmp_path: Path) -> None:
+def test_system_prompt_comes_first_when_asked(engine: SessionEngine, tmp_path: Path) -> None:
     """With system_prompt=True the stored prompt bytes lead the list."""
-    with SessionEngine.open(tmp_path / "state.db") as engine:
-        sid = engine.start_session("api", system_prompt="You are X.\n", cwd=str(tmp_path))
-        engine.append_message(sid, "user", "hi")
-        assert engine.messages(sid, system_prompt=True) == [
-            {"role": "system", "content": "You are X.\n"},
-            {"role": "user", "content": "hi"},
-        ]
+    sid = engine.start_session("api", system_prompt="You are X.\n", cwd=str(tmp_path))
+    engine.append_message(sid, "user", "hi")
+    assert engine.messages(sid, system_prompt=True) == [
+        {"role": "system", "content": "You are X.\n"},
+        {"role": "user", "content": "hi"},
+    ]
 
 
 @pytest.mark.parametrize(
@@ -162,27 +163,23 @@ def test_system_prompt_comes_first_when_asked(tmp_path: Path) -> None:
     ],
 )
 def test_bad_shapes_are_refused_naming_the_field(
-    tmp_path: Path, message: dict[str, Any], needle: str
+    engine: SessionEngine, tmp_path: Path, message: dict[str, Any], needle: str
 ) -> None:
     """A shape that cannot be stored losslessly is refused naming what was wrong; none stored."""
-    with SessionEngine.open(tmp_path / "state.db") as engine:
-        sid = engine.start_session("api", cwd=str(tmp_path))
-        with pytest.raises(ValidationError) as caught:
-            engine.append_turn(sid, [message])
-        assert needle in caught.value.message
-        assert engine.messages(sid) == []
+    sid = engine.start_session("api", cwd=str(tmp_path))
+    with pytest.raises(ValidationError) as caught:
+        engine.append_turn(sid, [message])
+    assert needle in caught.value.message
+    assert engine.messages(sid) == []
 
 
-def test_edit_and_compact_accept_openai_shapes(tmp_path: Path) -> None:
+def test_edit_and_compact_accept_openai_shapes(engine: SessionEngine, tmp_path: Path) -> None:
     """edit_message and compact take OpenAI-shaped messages too."""
-    with SessionEngine.open(tmp_path / "state.db") as engine:
-        sid = engine.start_session("api", cwd=str(tmp_path))
-        seqs = engine.append_turn(sid, AGENT_LOOP[:2])
-        engine.edit_message(sid, seqs[1], [{"type": "text", "text": "edited"}], uid=None, name=None)
-        engine.compact(
-            sid, [seqs[0]], [{"role": "system", "content": "summary", "tool_calls": None}]
-        )
-        out = engine.messages(sid)
+    sid = engine.start_session("api", cwd=str(tmp_path))
+    seqs = engine.append_turn(sid, AGENT_LOOP[:2])
+    engine.edit_message(sid, seqs[1], [{"type": "text", "text": "edited"}], uid=None, name=None)
+    engine.compact(sid, [seqs[0]], [{"role": "system", "content": "summary", "tool_calls": None}])
+    out = engine.messages(sid)
     assert out == [
         {"role": "system", "content": "summary"},
         {"role": "user", "content": [{"type": "text", "text": "edited"}]},

@@ -8,8 +8,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+import apsw
 import psycopg
 import pytest
 from click.testing import CliRunner
@@ -88,45 +90,120 @@ def test_same_or_missing_source_is_refused(tmp_path: Path) -> None:
     assert not db.exists()
 
 
-def _copied_so_far(url: str) -> int:
-    with psycopg.connect(url) as conn:
-        if conn.execute("SELECT to_regclass('tracking')").fetchone() == (None,):
-            return 0
-        row = conn.execute(
-            "SELECT notification_id FROM tracking WHERE application_name LIKE 'copy-store:%'"
-        ).fetchone()
-    return int(row[0]) if row else 0
+def _copied_so_far(target: str) -> int:
+    """How far the copy into ``target`` (a URL or a state.db path) has come, from its tracking."""
+    query = "SELECT notification_id FROM tracking WHERE application_name LIKE 'copy-store:%'"
+    if target.startswith("postgresql://"):
+        with psycopg.connect(target) as conn:
+            if conn.execute("SELECT to_regclass('tracking')").fetchone() == (None,):
+                return 0
+            row = conn.execute(query).fetchone()
+        return int(row[0]) if row else 0
+    if not Path(target).exists():
+        return 0
+    conn = apsw.Connection(target, flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        conn.set_busy_timeout(5000)
+        tables = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'tracking'").fetchall()
+        found = conn.execute(query).fetchall() if tables else []
+    finally:
+        conn.close()
+    return int(found[0][0]) if found else 0
 
 
-def test_copy_killed_midway_resumes(tmp_path: Path, pg_url: str) -> None:
-    """A copy killed by SIGKILL after some batches is finished by running it again."""
-    source = tmp_path / "source.db"
-    with SessionEngine.open(source) as eng:
+def _seeded(path: Path) -> int:
+    """A SQLite store of 8 sessions and about 500 events; returns its event count."""
+    with SessionEngine.open(path) as eng:
         for n in range(8):
             sid = eng.start_session("cli", cwd="")
             eng.append_turn(sid, [{"role": "user", "content": f"m{n}-{i}"} for i in range(3)])
             for i in range(60):
                 eng.append_message(sid, "user", f"session {n} message {i}")
-        total = log_digest(eng.store.connection())[0]
+        return log_digest(eng.store.connection())[0]
+
+
+@pytest.mark.parametrize("direction", ["sqlite-to-postgresql", "postgresql-to-sqlite"])
+def test_copy_killed_midway_resumes(tmp_path: Path, pg_url: str, direction: str) -> None:
+    """A copy killed by SIGKILL after some batches is finished by running it again, either way:
+    the second run copies exactly the rest, its progress starting where the first stopped, and
+    both logs have the same digest."""
+    sqlite = tmp_path / "source.db"
+    total = _seeded(sqlite)
+    source, target = str(sqlite), pg_url
+    if direction == "postgresql-to-sqlite":
+        code, out = _copy(str(sqlite), pg_url, "--quiet")
+        assert code == 0, out
+        source, target = pg_url, str(tmp_path / "target.db")
     main = "from hermes_es.cli import main; main()"
-    argv = [sys.executable, "-c", main, "sessions", "copy-store", str(source), pg_url]
+    argv = [sys.executable, "-c", main, "sessions", "copy-store", source, target]
     env = {**os.environ, "HERMES_COPY_BATCH": "5", "HERMES_HOME": str(tmp_path)}
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60
-        while _copied_so_far(pg_url) < 40 and proc.poll() is None:
+        while _copied_so_far(target) < 40 and proc.poll() is None:
             assert time.monotonic() < deadline, "the copy made no progress"
             time.sleep(0.02)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.communicate(timeout=30)
-    interrupted = _copied_so_far(pg_url)
+    interrupted = _copied_so_far(target)
     assert proc.returncode == -signal.SIGKILL
     assert 0 < interrupted < total
-    code, out = _copy(str(source), pg_url, "--verify")
+    seen: list[tuple[int, int]] = []
+    done = copy_store(open_backend(source), open_backend(target), progress=_record(seen))
+    assert (done.copied, done.digest) == (total - interrupted, done.target_digest)
+    assert seen[0][0] > interrupted and seen[-1] == (total, total)
+    code, out = _copy(source, target, "--verify")
     assert code == 0, out
     assert "target verified" in out
-    copied = int(out.split()[1])
-    assert copied == total - interrupted
-    with SessionEngine.open(source) as a, SessionEngine.open(pg_url) as b:
+    with SessionEngine.open(source) as a, SessionEngine.open(target) as b:
         assert log_digest(a.store.connection()) == log_digest(b.store.connection())
+
+
+def _record(seen: list[tuple[int, int]]) -> Callable[[int, int], None]:
+    def progress(done: int, total: int) -> None:
+        seen.append((done, total))
+
+    return progress
+
+
+@pytest.mark.parametrize("direction", ["sqlite-to-postgresql", "postgresql-to-sqlite"])
+def test_copy_reports_progress(
+    tmp_path: Path, pg_url: str, direction: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The copy reports (done, total) after every batch, either way: rising by the batch size
+    up to (total, total)."""
+    sqlite = tmp_path / "source.db"
+    total = _seeded(sqlite)
+    source, target = str(sqlite), pg_url
+    if direction == "postgresql-to-sqlite":
+        copy_store(open_backend(source), open_backend(target))
+        source, target = pg_url, str(tmp_path / "target.db")
+    seen: list[tuple[int, int]] = []
+    monkeypatch.setenv("HERMES_COPY_BATCH", "50")
+    copy_store(open_backend(source), open_backend(target), progress=_record(seen))
+    expected = [(min(n, total), total) for n in range(50, total + 50, 50)]
+    assert seen == expected
+
+
+def test_cli_copy_draws_its_progress_on_a_terminal(tmp_path: Path, pg_url: str) -> None:
+    """On a terminal ``copy-store`` draws its progress bar, ending at every event copied."""
+    import pexpect
+
+    sqlite = tmp_path / "source.db"
+    total = _seeded(sqlite)
+    env = {**os.environ, "HERMES_COPY_BATCH": "50", "HERMES_HOME": str(tmp_path), "COLUMNS": "120"}
+    main = "from hermes_es.cli import main; main()"
+    child = pexpect.spawn(
+        sys.executable,
+        ["-c", main, "sessions", "copy-store", str(sqlite), pg_url],
+        env=env,
+        encoding="utf-8",
+        timeout=120,
+        dimensions=(24, 120),
+    )
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, child.before
+    screen = child.before
+    assert "copying" in screen and f"{total}/{total}" in screen, screen

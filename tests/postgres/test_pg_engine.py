@@ -103,6 +103,26 @@ def test_cli_takes_the_url_from_the_environment(pg_url: str) -> None:
     assert [r["title"] for r in json.loads(result.output)] == ["from env"]
 
 
+def test_cli_takes_the_url_from_config_yaml(pg_url: str, tmp_path: Path) -> None:
+    """``store: {url: postgresql://…}`` in the profile's config.yaml names the server store for
+    reads and writes (no state.db appears); ``$HERMES_STORE_URL`` and ``--store`` beat it."""
+    (tmp_path / "config.yaml").write_text(f"store:\n  url: '{pg_url}'\n")
+    env = {"HERMES_HOME": str(tmp_path)}
+    runner = CliRunner()
+    result = runner.invoke(cli, ["-q", "configured", "--model", "offline"], env=env)
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(cli, ["sessions", "search", "configured", "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.output)) == 1
+    assert not (tmp_path / "state.db").exists()
+    with SessionEngine.open(pg_url) as eng:
+        assert ("user", 0) in [(h.role, h.seq) for h in eng.search("configured")]
+    elsewhere = str(tmp_path / "elsewhere.db")
+    for extra_env, option in (({STORE_URL_ENV: elsewhere}, []), ({}, ["--store", elsewhere])):
+        result = runner.invoke(cli, [*option, "sessions", "list"], env={**env, **extra_env})
+        assert (result.exit_code, result.output) == (0, "no sessions\n")
+
+
 def test_cli_empty_database_is_no_sessions_yet(pg_url: str) -> None:
     """A database without a hermes store: ``stats`` is "no sessions yet" (exit 1), ``list``
     lists no sessions (exit 0, as on a fresh HERMES_HOME), and the database stays empty."""
