@@ -45,7 +45,7 @@ from hermes_es.queries import turns as q
 
 if TYPE_CHECKING:
     from hermes_es.aggregates.state import SessionState
-    from hermes_es.commands.chat import Chat, TurnOutcome
+    from hermes_es.commands.chat import Chat, TurnOutcome, TurnPlan
     from hermes_es.commands.turn_events import TurnEvent
     from hermes_es.config import LoadedConfig
     from hermes_es.gateway.reaper import Reaper
@@ -150,7 +150,9 @@ class SessionAuthority:
         self.pool = ThreadPoolExecutor(max_workers=turn_threads, thread_name_prefix="hermes-turn")
         self.subscribers: dict[str, set[Client]] = {}
         self.published: dict[str, int] = {}
-        self.runners: dict[str, asyncio.Task[None]] = {}
+        self.runners: dict[str, asyncio.Future[None]] = {}
+        """Each session's queue worker (a task), or the turn started with its admission (a
+        future resolved once it finished): the session's turns run while it is not done."""
         self.chats: OrderedDict[str, Chat] = OrderedDict()
         """Each session's chat (window and prompt in memory), least recently used first."""
         self.max_chats = MAX_CHATS
@@ -182,6 +184,9 @@ class SessionAuthority:
         """A session's head as the gateway's last use case of it left it (an admission, a
         turn's end), for its queue worker's next look: used only while it is still the
         committed one (``_known_head``), so the worker need not read it back."""
+        self._planning: set[str] = set()
+        """Sessions with a submission on its way to the writer that plans to start its turn
+        (``_plan_with_admission``): a second one waits for the queue worker."""
         self._held: dict[str, list[bytes]] = {}
         """Sessions whose turn runs inline: its ``turn.stream`` frames, held until the
         session's next stored events go out (they are written with them, before them)."""
@@ -520,7 +525,7 @@ class SessionAuthority:
             chat.recorded(dicts, ended.version)
         elif ended.transcript_moved:
             self.chats.pop(session_id, None)  # rebuilt from the log by its next turn
-        if ended.runnable and ended.head is not None:
+        if ended.head is not None:  # (also for the next admission: ``_plan_with_admission``)
             self._heads[session_id] = ended.head
         # Nothing may start as of the commit: done, without reading the head again. An
         # admission committed after it resumes its submitter after this task has ended
@@ -863,14 +868,33 @@ class SessionAuthority:
             if not turn:
                 raise RpcError(p.DRAINING, "the gateway is shutting down; submit again after it")
 
-        def admit() -> tuple[turns.Admission, SessionState]:
-            return turns.admit_with_head(
+        planned = self._plan_with_admission(sid, params.text)
+        epoch, actor = self.epoch, client.principal.key
+
+        def admit() -> tuple[tuple[turns.Admission, SessionState], turn_steps.Begun | None]:
+            outcome = turns.admit_with_head(
                 engine,
                 sid,
                 submission_id=params.submission_id,
                 client_kind=params.client_kind,
                 text=params.text,
             )
+            admission = outcome[0]
+            if planned is None or admission.duplicate or admission.turn != planned.turn:
+                return outcome, None
+            try:  # (refused: nothing of it is stored, the admission stands; the worker runs it)
+                begun = turn_steps.begin(
+                    self.engine,
+                    sid,
+                    planned.turn,
+                    epoch=epoch,
+                    messages=[planned.plan.user],
+                    actor=actor,
+                    display_version=planned.seen,
+                )
+            except HermesError:
+                return outcome, None
+            return outcome, begun
 
         trace = self.trace
         if trace is not None:
@@ -881,11 +905,13 @@ class SessionAuthority:
             admit = trace.job(key, admit)
         answered: list[dict[str, Any]] = []
 
-        def admitted(outcome: tuple[turns.Admission, SessionState]) -> None:
+        def admitted(
+            outcome: tuple[tuple[turns.Admission, SessionState], turn_steps.Begun | None],
+        ) -> None:
             """In the writer's hand-back, on the loop: everything an admission does next,
             its answer included (written then and there: no task wake-up, no loop
             iteration waited for)."""
-            admission, head = outcome
+            (admission, head), begun = outcome
             if trace is not None:
                 trace.mark(params.submission_id, "resumed")
                 client.traced = params.submission_id
@@ -895,16 +921,168 @@ class SessionAuthority:
             if sid not in client.sessions:
                 self.attach(client, sid)
             self._after_write(sid)
-            self._heads[sid] = head
-            self.kick(sid)
+            if planned is not None and begun is not None and begun.turn:
+                self._begun_with_admission(sid, planned, begun, actor)
+            else:
+                self._heads[sid] = head
+                self.kick(sid)
             answered.append(msgspec.to_builtins(admission))
             client.answer_now(answered[0])
 
         # urgent: the submitter waits on this answer; turns' writes can wait
-        outcome = await self.write(admit, urgent=True, pure=True, then=admitted)
+        if planned is not None:
+            self._planning.add(sid)
+        try:
+            outcome = await self.write(admit, urgent=True, pure=True, then=admitted)
+        finally:
+            if planned is not None:
+                self._planning.discard(sid)
         if not answered:  # (a writer without the hand-back callback)
             admitted(outcome)
         return answered[0]
+
+    def _plan_with_admission(self, session_id: str, text: str) -> _Planned | None:
+        """The turn a submission to an idle session may start in its admission's own use case
+        (the admission, the start and the user's message in one commit: one writer trip a
+        turn fewer), when it would run on the loop next anyway (``_inline_turn``): the
+        session's committed head is known here and nothing is queued, running or unknown
+        in it, its chat is in memory and plans the turn, the responder answers this text
+        without I/O; never on a team (its turn starts are fenced, its streams relayed).
+        ``turn_steps.begin`` still checks, as the writer decides it, that the admitted turn
+        is the next runnable one (a duplicate, another admission first: nothing starts)."""
+        if (
+            self.draining
+            or self.role != "owner"
+            or self.fenced
+            or self.before_finish is not None
+            or session_id in self._planning
+        ):
+            return None
+        runner = self.runners.get(session_id)
+        if runner is not None and not runner.done():
+            return None
+        head = self._heads.get(session_id)
+        if (
+            head is None
+            or head.turn_queue
+            or head.turn_running
+            or head.turns_unknown
+            or session_id not in self.subscribers
+            or self.published.get(session_id) != head.version
+        ):
+            return None
+        chat = self.chats.get(session_id)
+        inline = getattr(self._responder, "answers_inline", None)
+        if chat is None or inline is None or not inline(text):
+            return None
+        plan = chat.plan_turn(text, head)
+        if plan is None:
+            return None
+        return _Planned(turn=head.turns_admitted + 1, chat=chat, plan=plan, seen=chat.version)
+
+    def _begun_with_admission(
+        self, session_id: str, planned: _Planned, begun: turn_steps.Begun, actor: str
+    ) -> None:
+        """In the admission's hand-back: its turn started in the same commit. The responder
+        runs once this hand-back is done (its answers written first), then the turn's end is
+        written; the session's runner is a future until that end is handed back."""
+        done: asyncio.Future[None] = self.loop.create_future()
+        self.runners[session_id] = done
+        self._heads.pop(session_id, None)
+        turn, chat = planned.turn, planned.chat
+        self.admitted_by.pop((session_id, turn), None)
+        self.admitted_texts.pop((session_id, turn), None)
+        self.chats.move_to_end(session_id)
+        if begun.transcript_moved:
+            chat.reload()
+        else:
+            chat.recorded([planned.plan.user], begun.version)
+        if begun.error:  # the session refused the message: the turn is finished, failed
+            self._inline_done(session_id, done, runnable=True)
+            return
+        self.loop.call_soon(
+            self._respond_inline, session_id, turn, chat, planned.plan.prompt, begun, actor, done
+        )
+
+    def _respond_inline(
+        self,
+        session_id: str,
+        turn: int,
+        chat: Chat,
+        prompt: str,
+        begun: turn_steps.Begun,
+        actor: str,
+        done: asyncio.Future[None],
+    ) -> None:
+        """The responder's answer to a turn started with its admission, then its end (as
+        ``_inline_turn`` does after its ``begin``), with no task: the end's hand-back
+        finishes it (``_ended_inline``)."""
+        error = ""
+        dicts: list[dict[str, Any]] = []
+        self._held[session_id] = []  # (its turn.stream items go out with the end)
+        try:
+            answer = chat.respond(prompt, on_event=self._streamer(session_id, turn))
+            dicts = answer.dicts
+        except HermesError as exc:
+            error = exc.message
+        except Exception as exc:  # an unexpected failure still finishes the turn
+            log.exception("session %s turn %d failed", session_id, turn)
+            error = f"internal error: {exc}"
+        engine, display = self.engine, chat.version
+
+        def end() -> turn_steps.Ended:
+            return turn_steps.end(
+                engine,
+                session_id,
+                turn,
+                messages=dicts,
+                actor=actor,
+                user_seqs=begun.seqs,
+                display_version=display,
+                error=error,
+            )
+
+        def ended(outcome: turn_steps.Ended) -> None:
+            self._after_write(session_id)
+            self._release(session_id, self.subscribers.get(session_id))
+            self._held.pop(session_id, None)
+            if outcome.outcome == "completed" and not outcome.transcript_moved:
+                chat.recorded(dicts, outcome.version)
+            elif outcome.transcript_moved:
+                self.chats.pop(session_id, None)  # rebuilt from the log by its next turn
+            if outcome.head is not None:
+                self._heads[session_id] = outcome.head
+            self._inline_done(session_id, done, runnable=bool(outcome.runnable))
+
+        def failed(waiter: asyncio.Future[turn_steps.Ended]) -> None:
+            if done.done():
+                return  # ``ended`` ran
+            error = "cancelled" if waiter.cancelled() else waiter.exception()
+            if error is not None:
+                log.error("session %s: cannot record turn %d: %s", session_id, turn, error)
+            self.chats.pop(session_id, None)  # its window may hold what was not stored
+            self._release(session_id, self.subscribers.get(session_id))
+            self._held.pop(session_id, None)
+            self._inline_done(session_id, done, runnable=False)
+
+        try:
+            waiter = engine.writer.submit_async(end, pure=True, then=ended)
+        except RuntimeError as exc:  # the writer stopped (shut-down)
+            log.error("session %s: cannot record turn %d: %s", session_id, turn, exc)
+            self._held.pop(session_id, None)
+            self._inline_done(session_id, done, runnable=False)
+            return
+        waiter.add_done_callback(failed)
+
+    def _inline_done(self, session_id: str, done: asyncio.Future[None], *, runnable: bool) -> None:
+        """A turn started with its admission is over: the next one (admitted meanwhile) gets
+        a queue worker; else the session's turns are idle."""
+        if not done.done():
+            done.set_result(None)
+        if runnable:
+            self.kick(session_id)
+        elif self.reaper is not None:
+            self.reaper.turns_idle(session_id)
 
     def since(self, client: Client, params: p.SinceParams) -> dict[str, Any]:
         """``events.since``: stored events after ``last_sequence``, in order."""
@@ -1176,6 +1354,19 @@ STANDBY_WRITES = frozenset(
 """What a standby also accepts: writes through the shared store's version checks that start
 nothing (a submission is admitted to the log; the owner, told through the team relay, runs
 it). Deletes and the other mutations stay the owner's."""
+
+
+class _Planned:
+    """A turn to start in its admission's use case (``_plan_with_admission``)."""
+
+    __slots__ = ("chat", "plan", "seen", "turn")
+
+    def __init__(self, *, turn: int, chat: Chat, plan: TurnPlan, seen: int) -> None:
+        self.turn = turn
+        self.chat = chat
+        self.plan = plan
+        self.seen = seen
+        """The chat's version when it planned (the begin's ``display_version``)."""
 
 
 class _NoParams(msgspec.Struct, frozen=True):

@@ -15,10 +15,11 @@ would); so does holding more than ``FLUSH_BYTES``. Flow control stays the transp
 once the written bytes fill the socket buffer, uvicorn's ``writable`` pauses the senders.
 
 The gateway's frames also skip the ASGI layers: ``GatewayWebSocketProtocol.send_text_frame``
-writes a text frame serialized here by the websockets library (``text_frame``; one
-serialization shared by every client of a fan-out) straight to the transport while
-the connection is open and writable; anything else (a full socket, a closing or closed
-connection) goes through Starlette and uvicorn as before (``outbox.Outbox``).
+writes a text frame serialized here by the websockets library (``text_frame``: its header
+serialized once per payload length, one frame shared by every client of a fan-out)
+straight to the transport while the connection is open and writable; anything else (a
+full socket, a closing or closed connection) goes through Starlette and uvicorn as before
+(``outbox.Outbox``).
 """
 
 from __future__ import annotations
@@ -98,6 +99,14 @@ class HeldTransport:
 _last: tuple[bytes | None, bytes] = (None, b"")
 """The last payload framed and its frame (a fan-out frames each event once)."""
 
+_headers: dict[int, bytes] = {}
+"""Payload length → the header the websockets library serializes for a final, unmasked
+text frame of that length (it depends on nothing else): the library serializes each length
+once, then a frame is that header and its payload."""
+
+HEADER_LENGTHS = 4096
+"""Most payload lengths whose header is kept (forgotten all at once past it)."""
+
 
 def text_frame(payload: bytes) -> bytes:
     """A final, unmasked text frame carrying ``payload`` (UTF-8), serialized by the websockets
@@ -105,7 +114,15 @@ def text_frame(payload: bytes) -> bytes:
     global _last
     if payload is _last[0]:
         return _last[1]
-    framed = Frame(Opcode.TEXT, payload).serialize(mask=False)
+    size = len(payload)
+    header = _headers.get(size)
+    if header is None:
+        framed = Frame(Opcode.TEXT, payload).serialize(mask=False)
+        if len(_headers) >= HEADER_LENGTHS:
+            _headers.clear()
+        header = _headers[size] = framed[: len(framed) - size]
+    else:
+        framed = header + payload
     _last = (payload, framed)
     return framed
 

@@ -1,6 +1,7 @@
 """The inline turn runner's hand-overs, in process on a real state.db: the streamed items of a
-turn answered on the loop go out with the turn's end, and the queue worker starts from the
-head the admission left instead of reading it back (only while that is still the head)."""
+turn answered on the loop go out with the turn's end, the queue worker starts from the
+head the admission left instead of reading it back (only while that is still the head), and
+a submission to an idle session starts its turn in the admission's own use case."""
 
 from __future__ import annotations
 
@@ -61,7 +62,19 @@ async def _turn(authority: SessionAuthority, client: Client, sid: str, sub: str)
     ):
         assert asyncio.get_running_loop().time() < deadline, "the turn did not finish"
         await asyncio.sleep(0.01)
+    while not authority.runners[sid].done():  # (the end's hand-back is on its way)
+        assert asyncio.get_running_loop().time() < deadline, "the turn's runner did not end"
+        await asyncio.sleep(0.01)
     return turn
+
+
+async def _settled(authority: SessionAuthority) -> int:
+    """The writer's use case count once it stopped moving."""
+    while True:
+        jobs = authority.engine.writer.jobs
+        await asyncio.sleep(0.05)
+        if authority.engine.writer.jobs == jobs:
+            return jobs
 
 
 def _kinds(frames: list[dict[str, Any]], turn: int) -> list[str]:
@@ -158,5 +171,100 @@ def test_the_queue_worker_starts_from_the_admissions_head_while_it_is_current(
         authority._heads[sid] = fresh
         authority.fenced = True
         assert authority._known_head(sid) == fresh and reads == [sid, sid]
+
+    _run(tmp_path, body)
+
+
+def test_an_idle_sessions_turn_starts_in_its_admissions_use_case(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once a turn ran on the loop, the next submission to the idle session is admitted and
+    started, its user message stored, in one use case (then the end: two a turn): both
+    attached clients get the same stream in the same order (admitted, started, the user
+    message, the item, the reply, the finish); the same submission id again answers
+    duplicate and starts nothing; the window in memory stays the log's."""
+    monkeypatch.setenv("HERMES_RESPONDER", "offline")
+
+    async def body(authority: SessionAuthority, make_client: Any) -> None:
+        mine: list[dict[str, Any]] = []
+        theirs: list[dict[str, Any]] = []
+        submitter, watcher = make_client(mine), make_client(theirs)
+        sid = (await authority.create(submitter, p.CreateParams()))["session_id"]
+        authority.attach(watcher, sid)
+        await _turn(authority, submitter, sid, "first")  # threaded: builds the prompt
+        await _turn(authority, submitter, sid, "second")  # on the loop: admit, begin, end
+        jobs = await _settled(authority)
+        turn = await _turn(authority, submitter, sid, "third")
+        assert await _settled(authority) - jobs == 2
+        expected = [
+            "hermes.turn.admitted",
+            "hermes.turn.started",
+            "hermes.message.appended",
+            "stream",
+            "hermes.message.appended",
+            "hermes.turn.finished",
+        ]
+        assert _kinds(mine, turn) == expected
+        assert _kinds(theirs, turn) == expected
+        again = await authority.submit(
+            submitter, p.SubmitParams(session_id=sid, submission_id="third", text="prompt third")
+        )
+        assert again["turn"] == turn and again["duplicate"]
+        assert await _settled(authority) - jobs == 3  # the duplicate's admission only
+        events = q.events_since(authority._read(), sid, 0)
+        assert [e.event["turn"] for e in events if e.type == "hermes.turn.started"] == [1, 2, 3]
+        chat = authority.chats[sid]
+        assert [m["content"] for m in chat.memory][-2:] == [
+            "prompt third",
+            'Offline reply: you said "prompt third" (2 words).',
+        ]
+        assert len(chat.memory) == 6 and not authority._held
+
+    _run(tmp_path, body)
+
+
+def test_submissions_racing_to_an_idle_session_run_first_in_first_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three submissions to an idle session at once (none waits for another's answer): the
+    first starts with its admission, the others queue behind it and run in order through
+    the queue worker; every turn completes once, and the stream is gapless."""
+    monkeypatch.setenv("HERMES_RESPONDER", "offline")
+
+    async def body(authority: SessionAuthority, make_client: Any) -> None:
+        frames: list[dict[str, Any]] = []
+        client = make_client(frames)
+        sid = (await authority.create(client, p.CreateParams()))["session_id"]
+        await _turn(authority, client, sid, "first")
+        await _turn(authority, client, sid, "second")
+        answers = await asyncio.gather(
+            *(
+                authority.submit(
+                    client, p.SubmitParams(session_id=sid, submission_id=f"r{n}", text=f"r {n}")
+                )
+                for n in range(3)
+            )
+        )
+        assert [a["turn"] for a in answers] == [3, 4, 5]
+        deadline = asyncio.get_running_loop().time() + 30
+        while True:
+            events = q.events_since(authority._read(), sid, 0)
+            finished = [e.event for e in events if e.type == "hermes.turn.finished"]
+            if len(finished) == 5:
+                break
+            assert asyncio.get_running_loop().time() < deadline, "the turns did not finish"
+            await asyncio.sleep(0.01)
+        assert [f["turn"] for f in finished] == [1, 2, 3, 4, 5]
+        assert {f["outcome"] for f in finished} == {"completed"}
+        started = [e.event["turn"] for e in events if e.type == "hermes.turn.started"]
+        assert started == [1, 2, 3, 4, 5]
+        replies = [
+            e.event["message"]["content"]
+            for e in events
+            if e.type == "hermes.message.appended" and e.event["message"]["role"] == "assistant"
+        ]
+        assert replies[2:] == [f'Offline reply: you said "r {n}" (2 words).' for n in range(3)]
+        pushed = [m["params"]["sequence"] for m in frames if m.get("method") == "session.event"]
+        assert pushed == list(range(pushed[0], pushed[0] + len(pushed)))
 
     _run(tmp_path, body)

@@ -24,7 +24,8 @@ from tests.gateway.asgi_server import serve_route
 
 
 def test_a_text_frame_is_what_a_websockets_server_connection_writes() -> None:
-    """Every length class of the header (7-bit, 16-bit, 64-bit), and a non-ASCII payload."""
+    """Every length class of the header (7-bit, 16-bit, 64-bit), and a non-ASCII payload;
+    each length again with another payload (its header is serialized once)."""
     for payload in (b"", b"{}", b"x" * 125, b"y" * 126, b"z" * 65535, b"w" * 65536,
                     '{"t":"é ✓ 𝄞"}'.encode()):  # fmt: skip
         conn = ServerProtocol()
@@ -32,6 +33,10 @@ def test_a_text_frame_is_what_a_websockets_server_connection_writes() -> None:
         conn.send_text(payload)
         assert text_frame(payload) == b"".join(conn.data_to_send())
         assert text_frame(payload) is text_frame(payload)  # one serialization for a fan-out
+        # another payload of that length: the header serialized for the first one, its bytes
+        other = bytes(reversed(payload))
+        conn.send_text(other)
+        assert text_frame(other) == b"".join(conn.data_to_send())
 
 
 def _serve(handler: Any, client: Any) -> None:
