@@ -26,9 +26,16 @@ def _database_files(server: PgServer, url: str) -> list[Path]:
     return sorted((server.data / "base" / str(oid)).iterdir())
 
 
-def _files_holding(server: PgServer, url: str, text: str) -> list[str]:
-    needle = text.encode()
+def _files_holding(server: PgServer, url: str, text: str | bytes) -> list[str]:
+    needle = text.encode() if isinstance(text, str) else text
     return [p.name for p in _database_files(server, url) if needle in p.read_bytes()]
+
+
+def _payloads(url: str, stream: str) -> list[bytes]:
+    """The stored (compressed) payloads of a stream's events, as the table files hold them."""
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT state FROM events WHERE originator_id = %s", (stream,))
+        return [bytes(r[0]) for r in rows.fetchall()]
 
 
 def _seed(url: str) -> tuple[str, str]:
@@ -46,6 +53,11 @@ def test_delete_leaves_no_trace_in_the_table_files(pg_server: PgServer, pg_url: 
     while the other session's text still is; rows, index entries and the prompt are gone."""
     doomed, kept = _seed(pg_url)
     assert _files_holding(pg_server, pg_url, SECRET)  # the scan can see text
+    # The log keeps payloads compressed, so the secret's text is not in them: scan for the
+    # stored bytes of each of the session's events as well.
+    payloads = [p for p in _payloads(pg_url, doomed) if len(p) >= 24]
+    assert len(payloads) >= 20
+    assert all(_files_holding(pg_server, pg_url, p) for p in payloads[:3])  # it sees them too
     with SessionEngine.open(pg_url, actor="test") as eng:
         done = delete_session(eng.store, doomed, actor="test")
         assert [(d.session_id, d.messages, d.scrubbed) for d in done] == [(doomed, 20, True)]
@@ -54,6 +66,8 @@ def test_delete_leaves_no_trace_in_the_table_files(pg_server: PgServer, pg_url: 
         assert [d.table for d in eng.backend.verify() if not d.equal] == []
     assert _files_holding(pg_server, pg_url, SECRET) == []
     assert _files_holding(pg_server, pg_url, KEPT)
+    left = [p for p in payloads if _files_holding(pg_server, pg_url, p)]
+    assert left == [], f"{len(left)} of the deleted events' payloads are still in table files"
     with psycopg.connect(pg_url) as conn:
         for table, column in (("events", "originator_id"), ("messages", "session_id")):
             count = conn.execute(f"SELECT COUNT(*) FROM {table} WHERE {column} = %s", (doomed,))
