@@ -42,51 +42,52 @@ def _chat(engine: SessionEngine, sid: str, tmp_path: Path, config: HermesConfig)
     )
 
 
-def test_api_prompt_survives_a_cli_resume_byte_for_byte(tmp_path: Path) -> None:
+def test_api_prompt_survives_a_cli_resume_byte_for_byte(
+    engine: SessionEngine, tmp_path: Path
+) -> None:
     """A session started with its own system_prompt sends exactly those bytes after a resume."""
     prompt = "Custom API prompt\n\twith exact bytes ✓\n"
     config = HermesConfig(toolsets=["core", "web"])
-    with SessionEngine.open(tmp_path / "state.db") as engine:
-        sid = engine.start_session("api", system_prompt=prompt, cwd=str(tmp_path))
-        engine.append_message(sid, "user", "earlier")
-        record_resume(engine, sid, config)
-        chat = _chat(engine, sid, tmp_path, config)
-        chat.send("again")
-        record_resume(engine, sid, HermesConfig(toolsets=["core"]))  # config changed again
-        chat.reload()
-        chat.send("and again")
-        assert engine.stored_prompt(sid) == prompt
+    sid = engine.start_session("api", system_prompt=prompt, cwd=str(tmp_path))
+    engine.append_message(sid, "user", "earlier")
+    record_resume(engine, sid, config)
+    chat = _chat(engine, sid, tmp_path, config)
+    chat.send("again")
+    record_resume(engine, sid, HermesConfig(toolsets=["core"]))  # config changed again
+    chat.reload()
+    chat.send("and again")
+    assert engine.stored_prompt(sid) == prompt
     assert isinstance(chat.responder, Recording)
     assert [p for p, _ in chat.responder.seen] == [prompt, prompt]
 
 
-def test_resume_repins_tools_when_toolsets_changed(tmp_path: Path) -> None:
+def test_resume_repins_tools_when_toolsets_changed(engine: SessionEngine, tmp_path: Path) -> None:
     """A resume after the profile's toolsets changed pins the new tool list (and the tools sent)."""
     before = HermesConfig(toolsets=["core"])
     after = HermesConfig(toolsets=["core", "skills"])
-    with SessionEngine.open(tmp_path / "state.db") as engine:
-        sid = engine.start_session(
-            "cli",
-            tools=tools_for_toolsets(before.toolsets),
-            model_config={"pickup": config_fingerprint(before)},
-            cwd=str(tmp_path),
-        )
-        same = record_resume(engine, sid, before)
-        assert not same.tools_repinned
-        changed = record_resume(engine, sid, after)
-        state = engine.get(sid)
+    sid = engine.start_session(
+        "cli",
+        tools=tools_for_toolsets(before.toolsets),
+        model_config={"pickup": config_fingerprint(before)},
+        cwd=str(tmp_path),
+    )
+    same = record_resume(engine, sid, before)
+    assert not same.tools_repinned
+    changed = record_resume(engine, sid, after)
+    state = engine.get(sid)
     assert changed.tools_repinned and "toolsets" in changed.changed
     assert state.tools == tools_for_toolsets(after.toolsets)
     assert "skills_list" in (state.tools or [])
 
 
-def test_default_reasoning_effort_is_sent_from_the_first_turn(tmp_path: Path) -> None:
+def test_default_reasoning_effort_is_sent_from_the_first_turn(
+    engine: SessionEngine, tmp_path: Path
+) -> None:
     """A new session's first turn carries the configured model.reasoning_effort."""
     config = HermesConfig(model=ModelConfig(reasoning_effort="high"))
-    with SessionEngine.open(tmp_path / "state.db") as engine:
-        sid = engine.start_session("cli", cwd=str(tmp_path))
-        chat = _chat(engine, sid, tmp_path, config)
-        chat.send("hello")
+    sid = engine.start_session("cli", cwd=str(tmp_path))
+    chat = _chat(engine, sid, tmp_path, config)
+    chat.send("hello")
     assert isinstance(chat.responder, Recording)
     assert chat.responder.seen[0][1] == "high"
 

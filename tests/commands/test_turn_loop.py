@@ -30,13 +30,14 @@ def _chat(engine: SessionEngine, tmp_path: Path, responder: Any = None, **config
     )
 
 
-def test_offline_tool_turn_reports_call_result_and_reply_events(tmp_path: Path) -> None:
+def test_offline_tool_turn_reports_call_result_and_reply_events(
+    engine: SessionEngine, tmp_path: Path
+) -> None:
     """A /tool turn reports tool.call, tool.result then the reply delta, and stores all three."""
     events: list[TurnEvent] = []
-    with SessionEngine.open(tmp_path / "state.db") as engine:
-        chat = _chat(engine, tmp_path)
-        out = chat.send("/tool word_count a b c", on_event=events.append)
-        rows = messages_of(engine.store.connection(), chat.session_id)
+    chat = _chat(engine, tmp_path)
+    out = chat.send("/tool word_count a b c", on_event=events.append)
+    rows = messages_of(engine.store.connection(), chat.session_id)
     call_id = out.messages[0].tool_calls[0].id
     assert events == [
         ToolCallStarted(call_id=call_id, name="word_count", arguments='{"text":"a b c"}'),
@@ -62,12 +63,11 @@ def test_turn_events_encode_with_their_tags() -> None:
     assert decoded == ReplyDelta(text="hi")
 
 
-def test_unknown_tool_yields_an_error_result(tmp_path: Path) -> None:
+def test_unknown_tool_yields_an_error_result(engine: SessionEngine, tmp_path: Path) -> None:
     """A call to a tool the registry lacks is answered with an error result, not a crash."""
     events: list[TurnEvent] = []
-    with SessionEngine.open(tmp_path / "state.db") as engine:
-        chat = _chat(engine, tmp_path)
-        chat.send("/tool nosuch x", on_event=events.append)
+    chat = _chat(engine, tmp_path)
+    chat.send("/tool nosuch x", on_event=events.append)
     [result] = [e for e in events if isinstance(e, ToolResultReady)]
     assert result.is_error and "unknown tool 'nosuch'" in result.content
 
@@ -90,14 +90,15 @@ class _Looping:
         return "s"
 
 
-def test_max_turns_stops_the_loop_with_every_call_answered(tmp_path: Path) -> None:
+def test_max_turns_stops_the_loop_with_every_call_answered(
+    engine: SessionEngine, tmp_path: Path
+) -> None:
     """At max_turns the loop stops; the last calls get 'not run' results (none unanswered)."""
     (tmp_path / "a.txt").write_text("alpha")
     responder = _Looping()
-    with SessionEngine.open(tmp_path / "state.db") as engine:
-        chat = _chat(engine, tmp_path, responder, max_turns=3)
-        chat.send("go")
-        rows = messages_of(engine.store.connection(), chat.session_id)
+    chat = _chat(engine, tmp_path, responder, max_turns=3)
+    chat.send("go")
+    rows = messages_of(engine.store.connection(), chat.session_id)
     assert responder.calls == 3
     tools = [r for r in rows if r.role == "tool"]
     assert [t.content for t in tools[:2]] == ["alpha", "alpha"]
@@ -120,13 +121,14 @@ class _Cancelling(OfflineResponder):
         )
 
 
-def test_cancel_keeps_what_arrived_marked_interrupted(tmp_path: Path) -> None:
+def test_cancel_keeps_what_arrived_marked_interrupted(
+    engine: SessionEngine, tmp_path: Path
+) -> None:
     """A cancelled turn records the partial reply with finish_reason 'interrupted'."""
     cancel = threading.Event()
-    with SessionEngine.open(tmp_path / "state.db") as engine:
-        chat = _chat(engine, tmp_path, _Cancelling(cancel))
-        out = chat.send("hello", cancel=cancel)
-        rows = messages_of(engine.store.connection(), chat.session_id)
+    chat = _chat(engine, tmp_path, _Cancelling(cancel))
+    out = chat.send("hello", cancel=cancel)
+    rows = messages_of(engine.store.connection(), chat.session_id)
     assert out.interrupted and out.reply == "partial "
     assert [(r.role, r.content, r.finish_reason) for r in rows] == [
         ("user", "hello", None),
@@ -134,7 +136,9 @@ def test_cancel_keeps_what_arrived_marked_interrupted(tmp_path: Path) -> None:
     ]
 
 
-def test_legacy_unanswered_call_is_repaired_as_an_event(tmp_path: Path) -> None:
+def test_legacy_unanswered_call_is_repaired_as_an_event(
+    engine: SessionEngine, tmp_path: Path
+) -> None:
     """A stored tool call without a result gets an 'interrupted' result on the next turn,
     recorded as its own event, and is sent right after its call."""
     seen: list[list[ChatMessage]] = []
@@ -144,31 +148,30 @@ def test_legacy_unanswered_call_is_repaired_as_an_event(tmp_path: Path) -> None:
             seen.append(list(messages))
             return super().respond(system_prompt, messages, **kw)
 
-    with SessionEngine.open(tmp_path / "state.db") as engine:
-        chat = _chat(engine, tmp_path, Recording())
-        engine.append_turn(
-            chat.session_id,
-            [
-                {"role": "user", "content": "look"},
-                {
-                    "role": "assistant",
-                    "content": "",
-                    "tool_calls": [{"id": "old1", "name": "read_file", "arguments": "{}"}],
-                },
-                {"role": "user", "content": "still there?"},
-                {"role": "assistant", "content": "yes"},
-            ],
+    chat = _chat(engine, tmp_path, Recording())
+    engine.append_turn(
+        chat.session_id,
+        [
+            {"role": "user", "content": "look"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"id": "old1", "name": "read_file", "arguments": "{}"}],
+            },
+            {"role": "user", "content": "still there?"},
+            {"role": "assistant", "content": "yes"},
+        ],
+    )
+    chat.reload()
+    chat.send("next")
+    rows = messages_of(engine.store.connection(), chat.session_id)
+    topics = [
+        t
+        for (t,) in engine.store.connection().execute(
+            "SELECT topic FROM events WHERE originator_id = ? ORDER BY originator_version",
+            (chat.session_id,),
         )
-        chat.reload()
-        chat.send("next")
-        rows = messages_of(engine.store.connection(), chat.session_id)
-        topics = [
-            t
-            for (t,) in engine.store.connection().execute(
-                "SELECT topic FROM events WHERE originator_id = ? ORDER BY originator_version",
-                (chat.session_id,),
-            )
-        ]
+    ]
     repaired = [r for r in rows if r.tool_call_id == "old1"]
     assert [r.content for r in repaired] == [REPAIR_RESULT]
     # history, prompt, then the repair, the user message and the reply: one event each
