@@ -83,7 +83,10 @@ def profile_lock(paths: GatewayPaths, profile: str | None = None) -> Iterator[IO
                 subject=str(pid),
             ) from None
         paths.pid.write_text(f"{os.getpid()}\n", encoding="utf-8")
-        yield handle
+        try:
+            yield handle
+        finally:  # also when the start-up fails (a bad config.yaml): no stale pid left
+            paths.pid.unlink(missing_ok=True)
     finally:
         handle.close()
 

@@ -54,6 +54,27 @@ def sweep_candidates(
     return [str(r[0]) for r in conn.execute(sql, (idle_before, *chosen)).fetchall()]
 
 
+LATER_SQL = (
+    "SELECT id, last_active FROM sessions WHERE ended = 0 AND +last_active > ?"
+    " AND source IN ({marks}) AND id NOT IN (SELECT session_id FROM turn_work)"
+    " ORDER BY last_active"
+)
+"""The open sessions the start-up sweep leaves for later (active too recently), through the
+same ``sessions_open`` plan as ``SWEEP_SQL``."""
+
+
+def sweep_later(
+    conn: apsw.Connection, sources: Iterable[str], idle_before: float
+) -> list[tuple[str, float]]:
+    """Open sessions of ``sources`` last active after ``idle_before`` with no turn work, and
+    when each was last active (what the start-up sweep ends once they have been idle long
+    enough)."""
+    chosen = sorted(set(sources))
+    sql = LATER_SQL.format(marks=", ".join("?" * len(chosen)))
+    rows = conn.execute(sql, (idle_before, *chosen)).fetchall()
+    return [(str(r[0]), float(r[1])) for r in rows]
+
+
 def head(conn: apsw.Connection, session_id: str) -> SessionState | None:
     """A session's head state as committed (a plain read), or None."""
     rows = conn.execute("SELECT head FROM sessions WHERE id = ?", (session_id,)).fetchall()

@@ -178,3 +178,19 @@ def test_the_lock_table_names_the_holder_not_a_waiter_or_another_lock(tmp_path: 
     table.write_text(f"1: FLOCK  ADVISORY  WRITE 16 {dev}:{stat.st_ino + 1} 0 EOF\n", "ascii")
     assert lock_holder(paths, table=table) == 0
     assert lock_holder(paths, table=tmp_path / "missing") is None
+
+
+def test_a_bad_setting_stops_the_start_naming_it_and_leaves_no_gateway_files(
+    home: Path, gw_env: dict[str, str]
+) -> None:
+    """``gateway run`` and ``gateway start`` with an invalid orphan setting exit 1 naming the
+    file and the field, without a traceback, and leave no gateway.json, pid or socket."""
+    (home / "config.yaml").write_text("sessions:\n  orphan_end_grace_s: -1\n", encoding="utf-8")
+    for args in (("gateway", "run"), ("gateway", "start")):
+        refused = hermes(gw_env, *args)
+        assert refused.returncode == 1, args
+        assert "config.yaml" in refused.stderr, args
+        assert "$.sessions.orphan_end_grace_s" in refused.stderr, args
+        assert "Traceback" not in refused.stderr, args
+        for name in ("gateway.json", "gateway.pid", "gateway.sock"):
+            assert not (home / name).exists(), (args, name)

@@ -9,6 +9,7 @@ from typing import Any
 from hermes_es.commands import turns
 from hermes_es.commands.engine import SessionEngine
 from hermes_es.gateway.client import GatewayHandle
+from hermes_es.gateway.reaper import STARTUP_MIN_IDLE_S
 from tests.gateway.conftest import GatewayProcess, SlowModel, model_config, write_config
 
 GRACE = "sessions:\n  orphan_end_grace_s: 1\n"
@@ -120,3 +121,45 @@ def test_reaping_and_sweep_can_be_turned_off(home: Path, gateway: GatewayProcess
     time.sleep(2.5)
     assert not _state(home, orphan).ended and not _state(home, stale).ended
     gateway.terminate()
+
+
+def test_startup_sweep_ends_a_recent_leftover_once_it_has_been_idle_six_hours(
+    home: Path, gateway: GatewayProcess
+) -> None:
+    """A local session the last run left open, active less than 6 h ago, is ended
+    ``startup_orphan_reap`` when its 6 hours are up (not at start-up), unless a viewer came
+    back to it; one paused on an unknown turn and one an embedded process holds stay open
+    however old."""
+    from hermes_es.commands.holders import register_holder
+
+    now = time.time()
+    almost = now - STARTUP_MIN_IDLE_S + 10  # its 6 hours are up 10 s from now (after start-up)
+    with SessionEngine(home / "state.db", clock=lambda: almost) as recent:
+        leftover = recent.start_session("cli")
+        recent.append_message(leftover, "user", "left open by the last run")
+        returned = recent.start_session("tui")
+    with SessionEngine(home / "state.db", actor="uid:0", clock=lambda: now - 7 * 3600) as old:
+        paused = old.start_session("cli")
+        turns.admit(old, paused, submission_id="p", client_kind="cli", text="lost")
+        turns.start_next(old, paused, epoch=0)  # started by an "earlier gateway"
+        held = old.start_session("cli")
+    with register_holder(home / "state.db", "chat", held):  # an embedded chat has it open
+        handle = gateway.start()
+        assert not _state(home, leftover).ended  # its 6 hours are not up yet
+        with handle.connect() as back:
+            back.call("session.resume", {"ref": returned})
+            assert _until(lambda: _state(home, leftover).ended, timeout=40)
+            assert _state(home, leftover).end_reason == "startup_orphan_reap"
+            assert time.time() >= almost + STARTUP_MIN_IDLE_S  # not sooner
+            time.sleep(1)
+            assert not _state(home, returned).ended  # its viewer came back
+            back.call("session.detach", {"session_id": returned})
+        time.sleep(1)
+        assert not _state(home, paused).ended and not _state(home, held).ended
+        assert not _state(home, returned).ended  # detached on purpose: no orphan
+    gateway.terminate()
+    again = SessionEngine(home / "state.db")
+    try:
+        assert again.get(leftover).message_count == 1  # ending removed nothing
+    finally:
+        again.close()

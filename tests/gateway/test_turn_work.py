@@ -11,9 +11,11 @@ from hermes_es.commands.engine import SessionEngine
 from hermes_es.gateway.reaper import REAPABLE_SOURCES
 from hermes_es.projections.rebuild import verify
 from hermes_es.queries.turns import (
+    LATER_SQL,
     SWEEP_SQL,
     sessions_with_turns,
     sweep_candidates,
+    sweep_later,
     turn_states,
 )
 
@@ -77,6 +79,12 @@ def test_startup_reads_go_through_indexes(tmp_path: Path) -> None:
         plan = " ".join(str(r[-1]) for r in rows)
         assert "sessions_open" in plan, plan
         assert sweep_candidates(conn, {"telegram"}, cutoff) == [platform]
+        # what it leaves for later: the open ones active since the cutoff, with no turn work
+        assert sweep_later(conn, {"cli", "tui"}, cutoff) == [(fresh, now[0])]
+        sql = LATER_SQL.format(marks=", ".join("?" * len(sources)))
+        rows = conn.execute(f"EXPLAIN QUERY PLAN {sql}", (cutoff, *sources)).fetchall()
+        plan = " ".join(str(r[-1]) for r in rows)
+        assert "sessions_open" in plan, plan
 
 
 def test_layout_8_store_gains_turn_work_from_its_heads(tmp_path: Path) -> None:
