@@ -18,6 +18,7 @@
 #include <sqlite3ext.h>
 SQLITE_EXTENSION_INIT1
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -570,20 +571,18 @@ static int hermes_create(void *pCtx, const char **azArg, int nArg, Fts5Tokenizer
 ** 65535 instances each (and a length below 2^31): -(length << 32 | c1 << 16 | c2) - 1. More:
 ** the text "length c1 c2 ...". A term's count is the instances of its phrases (its argument
 ** says how many consecutive phrases of the query it has). */
-static void term_counts(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_context *ctx,
-                        int nVal, sqlite3_value **apVal) {
-  int size = 0, nInst = 0, nPhrase, rc, i, t, phrase;
-  sqlite3_int64 length, counts[2];
+static void counts_result(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_context *ctx,
+                          sqlite3_int64 length, int nVal, sqlite3_value **apVal) {
+  int nInst = 0, nPhrase, rc, i, t, phrase;
+  sqlite3_int64 counts[2];
   int local[16];
   int *per = local;
   sqlite3_str *out;
-  rc = api->xColumnSize(fts, 0, &size);
-  if (rc == SQLITE_OK) rc = api->xInstCount(fts, &nInst);
+  rc = api->xInstCount(fts, &nInst);
   if (rc != SQLITE_OK) {
     sqlite3_result_error_code(ctx, rc);
     return;
   }
-  length = size;
   if (nVal <= 1) {
     sqlite3_result_int64(ctx, (length << 32) | (sqlite3_int64)(unsigned)nInst);
     return;
@@ -634,6 +633,359 @@ static void term_counts(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_c
   sqlite3_result_text(ctx, sqlite3_str_finish(out), -1, sqlite3_free);
 }
 
+static void term_counts(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_context *ctx,
+                        int nVal, sqlite3_value **apVal) {
+  int size = 0;
+  int rc = api->xColumnSize(fts, 0, &size);
+  if (rc != SQLITE_OK) {
+    sqlite3_result_error_code(ctx, rc);
+    return;
+  }
+  counts_result(api, fts, ctx, size, nVal, apVal);
+}
+
+/* A row's length in tokens (column: one column; -1: every column) from its %_docsize blob, the
+** value xColumnSize returns: the blob is one SQLite varint per column. 0 when v is not such a blob (the caller
+** asks FTS5 then). FTS5 reads the blob through a statement of its own, reset and stepped for
+** every row (~0.5 us a row, the main cost of scoring a window); the search hands it over from
+** a correlated subquery of the same statement instead, whose cursor stays open (~0.1 us). */
+static int docsize_length(sqlite3_value *v, int column, sqlite3_int64 *length) {
+  const unsigned char *p;
+  int n, i = 0, c = 0;
+  sqlite3_int64 total = 0;
+  if (sqlite3_value_type(v) != SQLITE_BLOB) return 0;
+  p = (const unsigned char *)sqlite3_value_blob(v);
+  n = sqlite3_value_bytes(v);
+  if (p == 0 || n <= 0) return 0;
+  while (i < n) {
+    sqlite3_uint64 x = 0;
+    int k;
+    for (k = 0; k < 9; k++) {
+      if (i >= n) return 0;
+      if (k == 8) {
+        x = (x << 8) | p[i++];
+        break;
+      }
+      x = (x << 7) | (p[i] & 0x7f);
+      if (p[i++] < 0x80) break;
+    }
+    if (column < 0 || c == column) total += (sqlite3_int64)(int)(unsigned)x; /* an int each */
+    c++;
+  }
+  if (column >= c) return 0;
+  *length = total;
+  return 1;
+}
+
+/* hermes_sized_counts(messages_fts, sz, [phrases of term 1, ...]): hermes_term_counts' value,
+** the row's length read from sz (its messages_fts_docsize blob; anything else: from FTS5). */
+static void sized_counts(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_context *ctx,
+                         int nVal, sqlite3_value **apVal) {
+  sqlite3_int64 length = 0;
+  if (nVal < 1 || !docsize_length(apVal[0], 0, &length)) {
+    int size = 0, rc = api->xColumnSize(fts, 0, &size);
+    if (rc != SQLITE_OK) {
+      sqlite3_result_error_code(ctx, rc);
+      return;
+    }
+    length = size;
+  }
+  counts_result(api, fts, ctx, length, nVal - 1, apVal + 1);
+}
+
+/* ------------------------------------------------------------ search: bm25 with a known size */
+
+typedef struct Bm25 {
+  int nPhrase;
+  double avgdl;
+  double *idf;
+  double *freq;
+} Bm25;
+
+static int count_row(const Fts5ExtensionApi *api, Fts5Context *fts, void *p) {
+  (void)api;
+  (void)fts;
+  (*(sqlite3_int64 *)p)++;
+  return SQLITE_OK;
+}
+
+/* The query's statistics, as FTS5's bm25() gathers them: rows, tokens, each phrase's rows. */
+static Bm25 *bm25_data(const Fts5ExtensionApi *api, Fts5Context *fts, int *rc) {
+  Bm25 *d = (Bm25 *)api->xGetAuxdata(fts, 0);
+  sqlite3_int64 rows = 0, tokens = 0;
+  int i, n;
+  if (d) return d;
+  n = api->xPhraseCount(fts);
+  d = (Bm25 *)sqlite3_malloc64(sizeof(Bm25) + (sqlite3_uint64)n * 2 * sizeof(double));
+  if (d == 0) {
+    *rc = SQLITE_NOMEM;
+    return 0;
+  }
+  memset(d, 0, sizeof(Bm25) + (size_t)n * 2 * sizeof(double));
+  d->nPhrase = n;
+  d->idf = (double *)&d[1];
+  d->freq = &d->idf[n];
+  *rc = api->xRowCount(fts, &rows);
+  if (*rc == SQLITE_OK) *rc = api->xColumnTotalSize(fts, -1, &tokens);
+  if (*rc == SQLITE_OK) d->avgdl = (double)tokens / (double)rows;
+  for (i = 0; *rc == SQLITE_OK && i < n; i++) {
+    sqlite3_int64 hits = 0;
+    *rc = api->xQueryPhrase(fts, i, &hits, count_row);
+    if (*rc == SQLITE_OK) {
+      double idf = log((rows - hits + 0.5) / (hits + 0.5));
+      d->idf[i] = idf <= 0.0 ? 1e-6 : idf;
+    }
+  }
+  if (*rc == SQLITE_OK) *rc = api->xSetAuxdata(fts, d, sqlite3_free);
+  else sqlite3_free(d);
+  return *rc == SQLITE_OK ? d : 0;
+}
+
+/* hermes_bm25(messages_fts, sz): FTS5's bm25(messages_fts) (k1 1.2, b 0.75, every column of
+** weight 1), the same floating-point operations in the same order, so the same value to the
+** bit (tests/projections/test_fts_compiled.py checks), with the row's length read from sz (its
+** messages_fts_docsize blob; anything else: from FTS5) instead of FTS5's per-row look-up. */
+static void bm25_sized(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_context *ctx,
+                       int nVal, sqlite3_value **apVal) {
+  const double k1 = 1.2, b = 0.75;
+  double score = 0.0, D;
+  sqlite3_int64 length = 0;
+  int rc = SQLITE_OK, nInst = 0, i;
+  Bm25 *d = bm25_data(api, fts, &rc);
+  if (d) {
+    memset(d->freq, 0, sizeof(double) * (size_t)d->nPhrase);
+    rc = api->xInstCount(fts, &nInst);
+  }
+  for (i = 0; rc == SQLITE_OK && i < nInst; i++) {
+    int ip = 0, ic = 0, io = 0;
+    rc = api->xInst(fts, i, &ip, &ic, &io);
+    if (rc == SQLITE_OK && ip >= 0 && ip < d->nPhrase) d->freq[ip] += 1.0;
+  }
+  if (rc == SQLITE_OK && (nVal < 1 || !docsize_length(apVal[0], -1, &length))) {
+    int size = 0;
+    rc = api->xColumnSize(fts, -1, &size);
+    length = size;
+  }
+  if (rc != SQLITE_OK) {
+    sqlite3_result_error_code(ctx, rc);
+    return;
+  }
+  D = (double)length;
+  for (i = 0; i < d->nPhrase; i++) {
+    score += d->idf[i] * ((d->freq[i] * (k1 + 1.0)) /
+                          (d->freq[i] + k1 * (1 - b + b * D / d->avgdl)));
+  }
+  sqlite3_result_double(ctx, -1.0 * score);
+}
+
+/* ------------------------------------------------------------------- search: snippets */
+
+/* hermes_snippet(text, exact, prefixes, size): snippets.py's Highlighter.snippet (its
+** reference: the same text) without Python: about size tokens of text around its first hit,
+** each hit wrapped in 0x02 ... 0x03 (adjacent hits in one pair), "…" where text was cut. A
+** token is a hit when it equals one of exact's tokens or starts with one of prefixes'
+** (each a list of query tokens separated by 0x1e, a byte no token holds). The tokens are the
+** hermes tokenizer's in document mode without the colocated identifier tokens: the plain
+** tokens snippets.py cuts with. Text without a token: its first 120 characters. */
+
+typedef struct SnipTok {
+  int start, end;
+  int off, len; /* token text in SnipCollect.text */
+} SnipTok;
+
+typedef struct SnipCollect {
+  SnipTok *toks;
+  int ntok, captok;
+  char *text;
+  sqlite3_int64 ntext, captext;
+  int rc;
+} SnipCollect;
+
+typedef struct Snipper {
+  fts5_api *api;
+  Fts5Tokenizer *tok; /* a hermes tokenizer of this connection's own, made on first use */
+} Snipper;
+
+static int snip_token(void *pCtx, int tflags, const char *pToken, int nToken, int iStart,
+                      int iEnd) {
+  SnipCollect *c = (SnipCollect *)pCtx;
+  SnipTok *t;
+  if (tflags & FTS5_TOKEN_COLOCATED) return SQLITE_OK;
+  if (c->ntok == c->captok) {
+    int cap = c->captok ? c->captok * 2 : 64;
+    SnipTok *p = sqlite3_realloc64(c->toks, (sqlite3_uint64)cap * sizeof(SnipTok));
+    if (p == 0) return c->rc = SQLITE_NOMEM;
+    c->toks = p;
+    c->captok = cap;
+  }
+  if (c->ntext + nToken > c->captext) {
+    sqlite3_int64 cap = c->captext ? c->captext * 2 : 1024;
+    char *p;
+    while (cap < c->ntext + nToken) cap *= 2;
+    p = sqlite3_realloc64(c->text, (sqlite3_uint64)cap);
+    if (p == 0) return c->rc = SQLITE_NOMEM;
+    c->text = p;
+    c->captext = cap;
+  }
+  memcpy(c->text + c->ntext, pToken, (size_t)nToken);
+  t = &c->toks[c->ntok++];
+  t->start = iStart;
+  t->end = iEnd;
+  t->off = (int)c->ntext;
+  t->len = nToken;
+  c->ntext += nToken;
+  return SQLITE_OK;
+}
+
+/* Whether the token (z, n) is in the 0x1e-separated list (prefix: starts with one of it). */
+static int in_list(const char *z, int n, const unsigned char *list, int nlist, int prefix) {
+  int i = 0;
+  while (i < nlist) {
+    int j = i;
+    while (j < nlist && list[j] != 0x1e) j++;
+    if (prefix ? (j - i <= n && memcmp(z, list + i, (size_t)(j - i)) == 0)
+               : (j - i == n && memcmp(z, list + i, (size_t)n) == 0)) {
+      return 1;
+    }
+    i = j + 1;
+  }
+  return 0;
+}
+
+typedef struct Out {
+  char *p;
+  sqlite3_int64 n, cap;
+  int oom;
+} Out;
+
+static void out_add(Out *o, const void *z, sqlite3_int64 n) {
+  if (o->oom || n <= 0) return;
+  if (o->n + n > o->cap) {
+    sqlite3_int64 cap = o->cap ? o->cap * 2 : 256;
+    char *p;
+    while (cap < o->n + n) cap *= 2;
+    p = sqlite3_realloc64(o->p, (sqlite3_uint64)cap);
+    if (p == 0) {
+      o->oom = 1;
+      return;
+    }
+    o->p = p;
+    o->cap = cap;
+  }
+  memcpy(o->p + o->n, z, (size_t)n);
+  o->n += n;
+}
+
+static void snippet_function(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  Snipper *sn = (Snipper *)sqlite3_user_data(ctx);
+  const unsigned char *z, *exact, *prefixes;
+  int n, nexact, nprefix, size, rc, i, first, lo, hi, start, end, pos, hits = 0;
+  SnipCollect c;
+  Out out;
+  char *hit;
+  (void)argc;
+  if (sqlite3_value_type(argv[0]) == SQLITE_NULL) return; /* NULL */
+  z = sqlite3_value_text(argv[0]);
+  n = sqlite3_value_bytes(argv[0]);
+  exact = sqlite3_value_text(argv[1]);
+  nexact = sqlite3_value_bytes(argv[1]);
+  prefixes = sqlite3_value_text(argv[2]);
+  nprefix = sqlite3_value_bytes(argv[2]);
+  size = sqlite3_value_int(argv[3]);
+  if (z == 0 || exact == 0 || prefixes == 0) {
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  if (sn->tok == 0) {
+    rc = hermes_create(sn->api, 0, 0, &sn->tok);
+    if (rc != SQLITE_OK) {
+      sqlite3_result_error_code(ctx, rc);
+      return;
+    }
+  }
+  memset(&c, 0, sizeof(c));
+  memset(&out, 0, sizeof(out));
+  rc = hermes_tokenize(sn->tok, &c, FTS5_TOKENIZE_DOCUMENT, (const char *)z, n, snip_token);
+  if (rc == SQLITE_OK) rc = c.rc;
+  if (rc != SQLITE_OK) {
+    sqlite3_free(c.toks);
+    sqlite3_free(c.text);
+    sqlite3_result_error_code(ctx, rc);
+    return;
+  }
+  if (c.ntok == 0) { /* the first 120 characters */
+    int k = 0, chars = 0;
+    while (k < n && chars < 120) {
+      k++;
+      while (k < n && (z[k] & 0xc0) == 0x80) k++;
+      chars++;
+    }
+    sqlite3_result_text(ctx, (const char *)z, k, SQLITE_TRANSIENT);
+    return;
+  }
+  hit = sqlite3_malloc64((sqlite3_uint64)c.ntok);
+  if (hit == 0) {
+    sqlite3_free(c.toks);
+    sqlite3_free(c.text);
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  first = -1;
+  for (i = 0; i < c.ntok; i++) {
+    const char *t = c.text + c.toks[i].off;
+    int len = c.toks[i].len;
+    hit[i] = (char)(in_list(t, len, exact, nexact, 0) ||
+                    (nprefix > 0 && in_list(t, len, prefixes, nprefix, 1)));
+    if (hit[i] && first < 0) first = i;
+  }
+  if (first < 0) first = 0;
+  lo = first - size / 4;
+  if (lo > c.ntok - size) lo = c.ntok - size;
+  if (lo < 0) lo = 0;
+  hi = lo + size < c.ntok ? lo + size : c.ntok;
+  start = lo == 0 ? 0 : c.toks[lo].start;
+  end = hi == c.ntok ? n : (hi > 0 ? c.toks[hi - 1].end : 0);
+  if (lo) out_add(&out, "\xe2\x80\xa6", 3);
+  pos = start;
+  for (i = lo; i < hi; i++) {
+    int a = c.toks[i].start, b = c.toks[i].end;
+    if (!hit[i]) continue;
+    if (a == pos && hits && !out.oom) {
+      out.n--; /* extend the hit just closed: drop its 0x03 */
+    } else {
+      out_add(&out, z + pos, a - pos);
+      out_add(&out, "\x02", 1);
+    }
+    out_add(&out, z + a, b - a);
+    out_add(&out, "\x03", 1);
+    pos = b;
+    hits++;
+  }
+  out_add(&out, z + pos, end - pos);
+  if (hi < c.ntok) out_add(&out, "\xe2\x80\xa6", 3);
+  sqlite3_free(hit);
+  sqlite3_free(c.toks);
+  sqlite3_free(c.text);
+  if (out.oom) {
+    sqlite3_free(out.p);
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  if (out.n == 0) {
+    sqlite3_free(out.p);
+    sqlite3_result_text(ctx, "", 0, SQLITE_STATIC);
+    return;
+  }
+  sqlite3_result_text64(ctx, out.p, (sqlite3_uint64)out.n, sqlite3_free, SQLITE_UTF8);
+}
+
+static void snipper_delete(void *p) {
+  Snipper *sn = (Snipper *)p;
+  if (sn == 0) return;
+  if (sn->tok) hermes_delete(sn->tok);
+  sqlite3_free(sn);
+}
+
 /* SELECT hermes_tokenizer_build(): 'c' on a connection with this tokenizer. */
 static void build_function(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   (void)argc;
@@ -669,6 +1021,17 @@ int sqlite3_hermesfts_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routi
   }
   rc = api->xCreateTokenizer(api, "hermes", (void *)api, &tokenizer, 0);
   if (rc == SQLITE_OK) rc = api->xCreateFunction(api, "hermes_term_counts", 0, term_counts, 0);
+  if (rc == SQLITE_OK) rc = api->xCreateFunction(api, "hermes_sized_counts", 0, sized_counts, 0);
+  if (rc == SQLITE_OK) rc = api->xCreateFunction(api, "hermes_bm25", 0, bm25_sized, 0);
+  if (rc == SQLITE_OK) {
+    Snipper *sn = sqlite3_malloc(sizeof(Snipper));
+    if (sn == 0) return SQLITE_NOMEM;
+    sn->api = api;
+    sn->tok = 0;
+    rc = sqlite3_create_function_v2(db, "hermes_snippet", 4,
+                                    SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, sn,
+                                    snippet_function, 0, 0, snipper_delete);
+  }
   if (rc == SQLITE_OK) {
     rc = sqlite3_create_function(db, "hermes_tokenizer_build", 0,
                                  SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, 0,

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 import apsw
 import msgspec
 
+from hermes_es.queries import bm25
 from hermes_es.queries.bm25 import Candidates
 from hermes_es.queries.fts_query import Term, parse_terms
 from hermes_es.queries.identifiers import identifier_terms
@@ -84,10 +85,25 @@ _DETAILS = (
     "SELECT m.id, m.session_id, m.seq, m.role, m.at, s.source, s.title, s.root_id, m.state,"
     " m.ord{text} FROM messages m JOIN sessions s ON s.id = m.session_id WHERE m.id IN ({marks})"
 )
-_TEXTS = "SELECT id, content FROM messages WHERE id IN ({marks})"
+_TEXTS = "SELECT id, {text} FROM messages WHERE id IN ({marks})"
 DETAILS_CHUNK = 1000
 """Most candidates looked up in one ``IN (…)`` query (the first look-up asks for ``2 * limit``,
 so the common case reads only the rows it returns)."""
+
+
+def _snippet_sql(marker: Highlighter, text: str) -> tuple[str, list[object]]:
+    """The SQL expression reading ``text`` for a hit: its snippet when the connection cuts them
+    in SQL (``hermes_snippet``; its arguments come first), else the text itself."""
+    if marker.compiled:
+        return marker.sql(text)
+    return text, []
+
+
+def _cut(marker: Highlighter, value: object) -> str:
+    """A hit's snippet from the column ``_snippet_sql`` read."""
+    if marker.compiled and isinstance(value, str):
+        return value
+    return marker.snippet(str(value))
 
 
 def hits_from(
@@ -102,7 +118,7 @@ def hits_from(
     """The best ``limit`` pool entries that pass the filters, with snippets.
 
     A look-up of more candidates than hits still wanted reads their details without the text
-    (which is decoded from the log), then the text of the hits it keeps."""
+    (which is decoded from the log), then the snippets of the hits it keeps."""
     found: list[SearchHit] = []
     marker = Highlighter(conn, query, terms)
     start, chunk = 0, max(2 * limit, 16)
@@ -112,23 +128,30 @@ def hits_from(
         chunk = min(chunk * 4, DETAILS_CHUNK)
         marks = ",".join("?" * len(part))
         wanted = limit - len(found)
-        text = ", m.content" if len(part) <= wanted else ""
-        sql = _DETAILS.format(text=text, marks=marks) + where
-        rows = {int(r[0]): r for r in conn.execute(sql, [*(i for _, i in part), *params])}
+        with_text = len(part) <= wanted
+        expr, snip = _snippet_sql(marker, "m.content") if with_text else ("", [])
+        sql = _DETAILS.format(text=f", {expr}" if with_text else "", marks=marks) + where
+        args = [*snip, *(i for _, i in part), *params]
+        rows = {int(r[0]): r for r in conn.execute(sql, args)}
         kept = [(score, rows[rowid]) for score, rowid in part if rowid in rows][:wanted]
-        if text:
-            texts = {int(r[0]): str(r[10]) for _, r in kept}
+        if with_text:
+            snippets = {int(r[0]): _cut(marker, r[10]) for _, r in kept}
         else:
             chosen = [int(r[0]) for _, r in kept]
-            sql = _TEXTS.format(marks=",".join("?" * len(chosen)))
-            texts = {int(i): str(t) for i, t in conn.execute(sql, chosen)} if chosen else {}
+            expr, snip = _snippet_sql(marker, "content")
+            sql = _TEXTS.format(text=expr, marks=",".join("?" * len(chosen)))
+            snippets = (
+                {int(i): _cut(marker, t) for i, t in conn.execute(sql, [*snip, *chosen])}
+                if chosen
+                else {}
+            )
         for score, r in kept:
             found.append(
                 SearchHit(
                     session_id=r[1],
                     seq=r[2],
                     role=r[3],
-                    snippet=marker.snippet(texts[int(r[0])]),
+                    snippet=snippets[int(r[0])],
                     score=score,
                     at=r[4],
                     source=r[5],
@@ -146,19 +169,21 @@ def hits_from(
 
 _FUSED = (
     "WITH n AS MATERIALIZED (SELECT count(*) AS cnt, min(rowid) AS oldest FROM (SELECT rowid"
-    " FROM messages_fts WHERE messages_fts MATCH ?1 ORDER BY rowid DESC LIMIT ?2)),"
-    " c AS (SELECT bm25(messages_fts) AS b, rowid AS rid FROM messages_fts"
+    " FROM messages_fts WHERE messages_fts MATCH ?1{order} LIMIT ?2)),"
+    " c AS (SELECT {score} AS b, rowid AS rid FROM messages_fts"
     " WHERE messages_fts MATCH ?1"
     " AND rowid >= (SELECT CASE WHEN cnt <= ?3 THEN -9223372036854775808"
     " ELSE 9223372036854775807 END FROM n)"
-    " ORDER BY rowid DESC LIMIT ?4)"
+    "{order} LIMIT ?4)"
     " SELECT n.cnt, n.oldest, x.* FROM n LEFT JOIN (SELECT y.*,"
-    " (SELECT content FROM messages WHERE id = y.id) FROM (SELECT t.b, m.id, m.session_id,"
+    " {text} FROM (SELECT t.b, m.id, m.session_id,"
     " m.seq, m.role, m.at, s.source, s.title, s.root_id, m.state, m.ord"
     " FROM (SELECT b, rid FROM c ORDER BY b, rid LIMIT ?5) t JOIN messages m ON m.id = t.rid"
     " JOIN sessions s ON s.id = m.session_id WHERE 1{where} ORDER BY t.b, t.rid LIMIT ?) y) x"
     " ON 1 ORDER BY x.b, x.id"
 )
+_NEWEST_FIRST = " ORDER BY rowid DESC"
+_FUSED_TEXT = "(SELECT content FROM messages WHERE id = y.id)"
 
 
 def fused_hits(
@@ -173,24 +198,32 @@ def fused_hits(
     terms: Sequence[Term] | None = None,
 ) -> tuple[list[SearchHit], int, int]:
     """One statement: count the newest matches (up to ``plan.count_cap``); when the count
-    passes ``plan.gate``, rank the newest ``plan.window`` with FTS5's ``bm25()``, join the
-    best ``top`` (-1: all) to their details, keep the best ``limit`` that pass the filters
-    (ties by row id) and read the text of only those. Returns the hits with snippets, the
-    count and the oldest row id counted (a failed gate: no hits, and ``bm25()`` never ran)."""
+    passes ``plan.gate``, rank the newest ``plan.window`` with bm25 (FTS5's, or the compiled
+    build's ``hermes_bm25``: the same scores, ``bm25.scorer``), join the best ``top`` (-1: all)
+    to their details, keep the best ``limit`` that pass the filters (ties by row id) and cut
+    the snippets of only those. Returns the hits, the count and the oldest row id counted (a
+    failed gate: no hits, and bm25 never ran).
+
+    A several-term plan's gate is its window: the statement ranks only when every match is in
+    the window, so it counts and ranks in row id order (FTS5's forward walk seeks the other
+    terms' doclists for less than its backward one); its oldest row id is then the first
+    match's (unused: only a one-word count is handed on)."""
+    marker = Highlighter(conn, query, terms)
+    text, snip = marker.sql(_FUSED_TEXT, 6) if marker.compiled else (_FUSED_TEXT, [])
+    order = _NEWEST_FIRST if plan.one_word else ""
+    sql = _FUSED.format(where=where, order=order, score=bm25.scorer(conn), text=text)
     rows = conn.execute(
-        _FUSED.format(where=where),
-        [match, plan.count_cap, plan.gate, plan.window, top, *params, limit],
+        sql, [match, plan.count_cap, plan.gate, plan.window, top, *snip, *params, limit]
     ).fetchall()
     found, oldest = int(rows[0][0]), int(rows[0][1] or 0)
     if rows[0][3] is None:
         return [], found, oldest
-    marker = Highlighter(conn, query, terms)
     hits = [
         SearchHit(
             session_id=r[4],
             seq=r[5],
             role=r[6],
-            snippet=marker.snippet(str(r[13])),
+            snippet=_cut(marker, r[13]),
             score=r[2],
             at=r[7],
             source=r[8],

@@ -1,0 +1,207 @@
+"""The compiled build's search functions (``projections/_hermes_fts5.c``) against their
+references: ``hermes_bm25`` against FTS5's ``bm25()`` (the same float for every row, to the bit),
+``hermes_sized_counts`` against ``hermes_term_counts``, ``hermes_snippet`` against
+``Highlighter.snippet`` (``queries/snippets.py``) for any text and query; and a search on a
+connection with only the Python tokenizer returns the compiled connection's hits, snippets and
+scores included.
+
+Skips only where the compiled build cannot be made (as ``tests/projections/test_fts_compiled.py``).
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hermes_es.commands.engine import SessionEngine
+from hermes_es.projections import fts
+from hermes_es.projections.catalog import connect
+from hermes_es.queries import bm25
+from hermes_es.queries.fts_query import parse_terms
+from hermes_es.queries.search import search_messages
+from hermes_es.queries.snippets import TOKEN_SEPARATOR, Highlighter, compiled_snippets
+from hermes_es.store.message_text import register_message_text
+
+_WORDS = [f"w{k}" for k in range(40)] + [
+    "co", "cob", "coz9", "coé", "Café", "chat-send", "src/main.py", "v1.2.3", "snake_case_name",
+    "全文搜索", "検索エンジン", "세션", "a@b.com", "https://x.io/a?b=1", "—", "...", "x",
+]  # fmt: skip
+_SIZE = "(SELECT sz FROM messages_fts_docsize WHERE id = messages_fts.rowid)"
+
+
+def _can_build() -> bool:
+    return shutil.which("cc") is not None and Path("/usr/include/sqlite3ext.h").is_file()
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Messages of random words, identifiers and CJK, a few long ones."""
+    if fts.compiled_library() is None:
+        if _can_build():
+            pytest.fail("the compiled tokenizer is not built: run `make install`")
+        pytest.skip("no C compiler or sqlite3ext.h: the compiled build cannot be made here")
+    rng = random.Random(20261202)
+    home = tmp_path_factory.mktemp("compiled-search")
+    with SessionEngine.open(home) as engine:
+        sid = engine.start_session("cli", cwd=str(home))
+        turn = [
+            {"role": "user", "content": " ".join(rng.choices(_WORDS, k=rng.randint(1, 40)))}
+            for _ in range(400)
+        ]
+        turn += [{"role": "user", "content": "w1 " * 5000 + "w2 w3"}]
+        turn += [{"role": "assistant", "content": "… — …"}]
+        engine.append_turn(sid, turn)
+    return home / "state.db"
+
+
+@pytest.fixture(scope="module")
+def conn(store: Path) -> Iterator[apsw.Connection]:
+    c = connect(store)
+    yield c
+    c.close()
+
+
+_MATCHES = [
+    '"w1"', '"w7"', '"w1" AND "w2"', '"w2" AND "w1" AND "w3"', '"w1 w2"', '"co"*',
+    '("co" OR "coa"* OR "cob"*) AND "w5"', '"chat-send"', '"全文搜索" AND "w3"', '"w1" AND "w1"',
+    '"\x1fsrc/main.py"*', '"nothing"',
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("match", _MATCHES)
+def test_hermes_bm25_is_bm25_to_the_bit(conn: apsw.Connection, match: str) -> None:
+    """Every row's ``hermes_bm25`` (the length read from the docsize blob, or from FTS5 when
+    none is given) is ``bm25()``'s float; ``hermes_sized_counts`` is ``hermes_term_counts``."""
+    rows = conn.execute(
+        "SELECT rowid, bm25(messages_fts), hermes_bm25(messages_fts, ?2),"
+        f" hermes_bm25(messages_fts, {_SIZE}), hermes_bm25(messages_fts, NULL),"
+        " hermes_term_counts(messages_fts, 1, 1),"
+        f" hermes_sized_counts(messages_fts, {_SIZE}, 1, 1),"
+        f" hermes_term_counts(messages_fts), hermes_sized_counts(messages_fts, {_SIZE})"
+        " FROM messages_fts WHERE messages_fts MATCH ?1 ORDER BY rowid",
+        (match, b"\xff"),  # a blob that is no size: FTS5's own length
+    ).fetchall()
+    if match != '"nothing"':
+        assert rows
+    for row in rows:
+        assert row[1] == row[2] == row[3] == row[4], row
+        assert row[5] == row[6] and row[7] == row[8], row
+
+
+def test_the_scorer_is_the_compiled_one(conn: apsw.Connection, store: Path) -> None:
+    """A compiled connection scores with ``hermes_bm25``, one with the Python tokenizer with
+    ``bm25()``."""
+    assert bm25.scorer(conn).startswith("hermes_bm25(")
+    plain = apsw.Connection(str(store))
+    fts.register_python_tokenizer(plain)
+    try:
+        assert bm25.scorer(plain) == "bm25(messages_fts)"
+        assert not compiled_snippets(plain)
+    finally:
+        plain.close()
+
+
+_PIECES = st.sampled_from(
+    [
+        *_WORDS,
+        "W1",
+        "CO",
+        "é",
+        "e\u0301",
+        "日本",
+        "ß",
+        "İ",
+        "ﬁ",
+        "\u00a0",
+        "\t",
+        "\n",
+        " ",
+        "_",
+        "-",
+    ]
+)
+
+
+@st.composite
+def texts(draw: st.DrawFn) -> str:
+    pieces = draw(st.lists(st.one_of(_PIECES, st.text(max_size=6)), max_size=60))
+    gaps = st.sampled_from(["", " ", "  ", "\n", "/", "."])
+    joiners = draw(st.lists(gaps, min_size=len(pieces), max_size=len(pieces)))
+    return "".join(p + j for p, j in zip(pieces, joiners, strict=True))
+
+
+@st.composite
+def queries(draw: st.DrawFn) -> str:
+    term = st.one_of(_PIECES, st.text(min_size=1, max_size=4))
+    terms = draw(st.lists(term, min_size=1, max_size=3))
+    stars = draw(st.lists(st.booleans(), min_size=len(terms), max_size=len(terms)))
+    return " ".join(
+        t.replace("*", "") + ("*" if s else "") for t, s in zip(terms, stars, strict=True)
+    )
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=texts(), query=queries(), size=st.sampled_from([16, 1, 4, 5]))
+def test_hermes_snippet_is_the_python_snippet(
+    conn: apsw.Connection, text: str, query: str, size: int
+) -> None:
+    """``hermes_snippet`` cuts ``Highlighter.snippet``'s text for any text and query."""
+    marker = Highlighter(conn, query)
+    assert marker.compiled
+    expr, args = marker.sql("?", 1, size)
+    (got,) = conn.execute(f"SELECT {expr.replace('(?,', '(?3,')}", [*args, text]).fetchone()
+    assert got == marker.snippet(text, size)
+
+
+def test_hermes_snippet_edges(conn: apsw.Connection) -> None:
+    """Adjacent hits share one pair of marks, a text without tokens gives its first 120
+    characters, NULL gives NULL, and the separator splits the token lists."""
+    cases = [
+        ("w1w1", "w1"),
+        ("w1 w1 w1", "w1"),
+        ("全文搜索です", "全文"),
+        ("— " * 100, "w1"),
+        ("", "w1"),
+        ("x" * 10 + " w3 " + "y " * 40, "w3 co*"),
+        ("cob coz9 coé Café", "co* café"),
+    ]
+    for text, query in cases:
+        marker = Highlighter(conn, query)
+        expr, args = marker.sql("?3", 1)
+        (got,) = conn.execute(f"SELECT {expr}", [*args, text]).fetchone()
+        assert got == marker.snippet(text), (text, query)
+    exact = TOKEN_SEPARATOR.join(["w1", "w2"])
+    assert conn.execute("SELECT hermes_snippet(NULL, ?, '', 16)", [exact]).fetchone() == (None,)
+    (got,) = conn.execute("SELECT hermes_snippet('w2 w0 w1', ?, '', 16)", [exact]).fetchone()
+    assert got == "\x02w2\x03 w0 \x02w1\x03"
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["w1", "w7", "w1 w2", "w3 w5 w9", '"w1 w2"', "co*", "c*", "chat-send", "全文搜索", "café",
+     "src/main.py", "snake_case_name w4", "nothing"],
+)  # fmt: skip
+def test_python_connection_finds_the_same_hits(
+    conn: apsw.Connection, store: Path, query: str
+) -> None:
+    """A connection with only the Python tokenizer (``bm25()``, Python snippets and counts)
+    returns the compiled connection's hits: rows, order, scores and snippets."""
+    plain = apsw.Connection(str(store))
+    fts.register_python_tokenizer(plain)
+    register_message_text(plain)
+    try:
+        for limit in (5, 20, 1000):
+            ours = search_messages(conn, query, limit=limit)
+            theirs = search_messages(plain, query, limit=limit)
+            assert ours == theirs, (query, limit)
+            if parse_terms(query) and query != "nothing":
+                assert ours
+    finally:
+        plain.close()
