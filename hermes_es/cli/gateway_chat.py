@@ -448,6 +448,37 @@ class _Screen:
         """The session's running turn (turns of a session run one at a time)."""
         self.last_sequence = 0
         """The newest stored event of the session shown (a reconnect replays after it)."""
+        self.at_prompt = threading.Event()
+        """Set while the terminal waits at its ``› `` prompt for the user's next line."""
+        self.prompt_clean = False
+        """Nothing was drawn after the prompt since it was shown."""
+
+    def prompt_shown(self) -> None:
+        """The chat shows its prompt and reads a line: what the stream draws meanwhile (a
+        turn of another client, a queued turn that runs after ``/discard``) goes below it,
+        and the prompt is drawn again once that turn ends."""
+        self.prompt_clean = True
+        self.at_prompt.set()
+
+    def prompt_left(self) -> None:
+        """The user's line was read."""
+        self.at_prompt.clear()
+        self.prompt_clean = False
+
+    def _below_prompt(self) -> None:
+        if self.at_prompt.is_set() and self.prompt_clean:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+        self.prompt_clean = False
+
+    def _prompt_again(self) -> None:
+        if not self.at_prompt.is_set() or self.prompt_clean:
+            return
+        line = sys.modules.get("readline")
+        typed = line.get_line_buffer() if line is not None else ""  # what the user had typed
+        sys.stdout.write("› " + typed)
+        sys.stdout.flush()
+        self.prompt_clean = True
 
     def is_mine(self, event: dict[str, Any]) -> bool:
         """Whether an admitted event is of a prompt this terminal submitted."""
@@ -492,6 +523,7 @@ class _Screen:
             event = stream_event(params.get("item"))
             turn = int(params.get("turn", 0))
             if event is not None and turn not in self.echoed:
+                self._below_prompt()
                 self.renderer(turn)(event)
             return
         if method != "session.event":
@@ -503,6 +535,7 @@ class _Screen:
         kind = params.get("type")
         event = params.get("event") or {}
         if kind == "hermes.turn.admitted" and not self.is_mine(event):
+            self.prompt_clean = False  # (the line below starts with its own newline)
             echo(
                 f"\n[{one_line(str(params.get('actor')))} via "
                 f"{one_line(str(event.get('client_kind')))}] › {clean(str(event.get('text', '')))}"
@@ -512,6 +545,7 @@ class _Screen:
         drawn = self.renderers.get(self.running)
         for role, text in _message_texts(params):
             if role == "assistant" and text.strip() and not (drawn and drawn.drew_reply):
+                self._below_prompt()
                 echo(text)
                 self.echoed.add(self.running)
         if kind in ("hermes.turn.finished", "hermes.turn.unknown"):
@@ -519,6 +553,8 @@ class _Screen:
             finished = self.renderers.pop(turn, None)
             if finished is not None:
                 finished.finish_line()
+            if kind == "hermes.turn.unknown" or event.get("outcome") == "failed":
+                self._below_prompt()
             if kind == "hermes.turn.finished" and event.get("outcome") == "failed":
                 err(f"turn {turn} failed: {one_line(str(event.get('error', '')))}")
             if kind == "hermes.turn.unknown":
@@ -532,6 +568,7 @@ class _Screen:
                     f" it run then; the session stays resumable: hermes --resume {self.sid}"
                 )
             self.waiter(turn).set()
+            self._prompt_again()
 
 
 def _sessions(conn: Connection, sid: str) -> None:
@@ -608,10 +645,13 @@ def _repl(conn: Connection, hermes: Hermes, sid: str, *, paused: bool = False) -
         " resolve an unknown turn."
     )
     while True:
+        screen.prompt_shown()
         try:
             line = input("› ")
         except (EOFError, KeyboardInterrupt):
             line = "/exit"
+        finally:
+            screen.prompt_left()
         text = line.strip()
         if not text:
             continue

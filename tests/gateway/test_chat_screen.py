@@ -64,3 +64,41 @@ def test_a_turn_the_takeover_recorded_unknown_is_said_with_how_to_resolve_it(
     assert waiting.is_set() and 3 in screen.unknown
     said = capsys.readouterr().err
     assert "turn 3 is unknown" in said and "/discard" in said and "not sent again" in said
+
+
+def test_another_clients_turn_at_the_prompt_goes_below_it_and_the_prompt_comes_back(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """While the terminal waits at ``› ``, a turn it did not submit starts on a new line
+    (not after the prompt) and the prompt is drawn again when that turn ends; a turn ending
+    while the terminal is not at its prompt draws no prompt."""
+    screen = _Screen("s1")
+    screen.prompt_shown()
+    screen(
+        {
+            "method": "turn.stream",
+            "params": {
+                "session_id": "s1",
+                "turn": 4,
+                "index": 1,
+                "item": {"type": "reply.delta", "text": "their reply"},
+            },
+        }
+    )
+    finished = {
+        "method": "session.event",
+        "params": {
+            "session_id": "s1",
+            "sequence": 12,
+            "type": "hermes.turn.finished",
+            "actor": "gateway",
+            "event": {"turn": 4, "outcome": "completed"},
+        },
+    }
+    screen(finished)
+    out = capsys.readouterr().out
+    assert out.startswith("\n") and "their reply" in out
+    assert out.endswith("› ")
+    screen.prompt_left()
+    screen({**finished, "params": {**finished["params"], "sequence": 13}})
+    assert "› " not in capsys.readouterr().out

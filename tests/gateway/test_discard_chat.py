@@ -22,7 +22,8 @@ def test_discard_in_the_chat_resolves_the_unknown_turn_and_the_follower_runs(
 ) -> None:
     """After kill -9 mid-turn and a restart, ``hermes -r ID`` shows the unknown turn,
     ``/discard`` resolves it through the gateway and the follower queued behind it runs once;
-    the interrupted prompt is never sent again."""
+    the interrupted prompt is never sent again; the chat's prompt comes back after the follower's
+    reply."""
     write_config(home, model_config(slow_model))
     handle = gateway.start()
     with handle.connect() as conn:
@@ -49,6 +50,7 @@ def test_discard_in_the_chat_resolves_the_unknown_turn_and_the_follower_runs(
     chat.sendline("/discard")
     chat.expect_exact("turn 1 discarded; queued messages run now")
     chat.expect_exact("echo: the follower")
+    chat.expect_exact(PROMPT)  # drawn again once the follower's turn ended
     chat.sendline("/exit")
     chat.expect(pexpect.EOF)
     assert slow_model.count("SLOW interrupted") == 1  # never replayed
