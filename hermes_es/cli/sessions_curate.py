@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import click
 
 from hermes_es.cli.base import echo_json, get_hermes, warn_unscrubbed, when
-from hermes_es.errors import SessionNotFoundError, ValidationError
+from hermes_es.errors import ValidationError
 from hermes_es.terminal_text import clean, echo
 
 if TYPE_CHECKING:
@@ -31,10 +31,7 @@ def _gateway(ctx: click.Context) -> GatewayHandle | None:
 
 def _engine(ctx: click.Context) -> SessionEngine:
     hermes = get_hermes(ctx)
-    if not hermes.backend.exists():
-        raise SessionNotFoundError(
-            f"no sessions yet: {hermes.db_path} does not exist", subject=str(hermes.db_path)
-        )
+    hermes.backend.require()
     return hermes.engine()
 
 

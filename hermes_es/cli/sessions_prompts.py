@@ -48,7 +48,8 @@ def refresh_prompts_cmd(
             from hermes_es.errors import SessionNotFoundError
 
             raise SessionNotFoundError(
-                f"no sessions yet: {hermes.db_path} does not exist", subject=str(hermes.db_path)
+                f"no sessions yet: {hermes.backend.location} does not exist",
+                subject=hermes.backend.location,
             )
         _print_refresh(0, 0, [], as_json=as_json, named=False)
         return

@@ -159,7 +159,8 @@ def prune_cmd(
         f = UnitFilter(**{**f.__dict__, "older_than": DEFAULT_AGE})
     hermes = get_hermes(ctx)
     if not hermes.backend.exists():
-        raise SessionNotFoundError(f"no store at {hermes.db_path}", subject=str(hermes.db_path))
+        where = hermes.backend.location
+        raise SessionNotFoundError(f"no store at {where}", subject=where)
     from hermes_es.gateway.client import running_gateway
 
     gateway = running_gateway(hermes.dir)
@@ -243,7 +244,8 @@ def optimize_cmd(ctx: click.Context, force: bool, as_json: bool) -> None:
             subject=where,
         )
     if not hermes.backend.exists():
-        raise SessionNotFoundError(f"no store at {hermes.db_path}", subject=str(hermes.db_path))
+        where = hermes.backend.location
+        raise SessionNotFoundError(f"no store at {where}", subject=where)
     if not force:
         _check_holders(hermes.db_path, "optimize", gateway_matters=False)
     result = optimize_store(hermes.db_path)

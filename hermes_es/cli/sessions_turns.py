@@ -10,7 +10,7 @@ from __future__ import annotations
 import click
 
 from hermes_es.cli.base import get_hermes
-from hermes_es.errors import SessionNotFoundError, UsageError
+from hermes_es.errors import UsageError
 
 
 @click.command("resolve")
@@ -35,10 +35,7 @@ def resolve_cmd(ctx: click.Context, session: str, discard: bool, turn: int) -> N
         )
         click.echo(f"{resolved['session_id']}: turn {resolved['turn']} discarded (via the gateway)")
         return
-    if not hermes.db_path.exists():
-        raise SessionNotFoundError(
-            f"no sessions yet: {hermes.db_path} does not exist", subject=str(hermes.db_path)
-        )
+    hermes.backend.require()  # the profile's store: state.db or a server database
     from hermes_es.commands import turns
 
     engine = hermes.engine()

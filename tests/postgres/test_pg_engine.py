@@ -242,3 +242,32 @@ def test_other_layout_is_replayed_from_the_log(pg_url: str) -> None:
         assert eng.get(sid).title == "kept"
         assert [h.session_id for h in eng.search("findable")] == [sid]
         assert [d.table for d in eng.backend.verify() if not d.equal] == []
+
+
+def test_unknown_turn_is_shown_and_resolved_on_postgres(pg_url: str, tmp_path: Path) -> None:
+    """A turn a crash left unknown on a server store: ``list`` and ``show`` say so and
+    ``sessions resolve --discard`` (no gateway running) records the resolution there, with no
+    state.db appearing in the profile."""
+    from hermes_es.commands import turns
+
+    with SessionEngine.open(pg_url, actor="uid:0") as eng:
+        sid = eng.start_session("cli", cwd="")
+        turns.admit(eng, sid, submission_id="a", client_kind="cli", text="first")
+        turns.admit(eng, sid, submission_id="b", client_kind="cli", text="second")
+        turns.start_next(eng, sid, epoch=1)
+        turns.recover(eng, epoch=2)
+    env = {"HERMES_HOME": str(tmp_path)}
+    runner = CliRunner()
+    listed = runner.invoke(cli, ["--store", pg_url, "sessions", "list"], env=env)
+    assert listed.exit_code == 0, listed.output
+    assert f"{sid} [unknown turn]" in listed.output
+    shown = runner.invoke(cli, ["--store", pg_url, "sessions", "show", sid], env=env)
+    assert f"hermes sessions resolve {sid} --discard" in shown.output
+    result = runner.invoke(
+        cli, ["--store", pg_url, "sessions", "resolve", sid, "--discard"], env=env
+    )
+    assert (result.exit_code, result.output.strip()) == (0, f"{sid}: turn 1 discarded")
+    with SessionEngine.open(pg_url) as eng:
+        state = eng.get(sid)
+        assert state.turn_state == "queued" and state.turn_queue == [2]
+    assert not (tmp_path / "state.db").exists()
