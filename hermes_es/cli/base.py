@@ -158,6 +158,24 @@ class HermesGroup(click.Group):
         except OSError as exc:
             target = f": {exc.filename}" if exc.filename else ""
             raise click.ClickException(f"{exc.strerror or exc}{target}") from exc
+        except Exception as exc:
+            if not _is_store_error(exc):
+                raise
+            where = ctx.find_root().obj
+            path = where.backend.location if isinstance(where, Hermes) else "the store"
+            raise click.ClickException(f"{path}: {' '.join(str(exc).split())}") from exc
+
+
+def _is_store_error(exc: Exception) -> bool:
+    """A failure the store reported that no command turned into a HermesError (eventsourcing's
+    persistence errors, a server's psycopg errors): an error line naming the store, not a
+    traceback. Checked through ``sys.modules``, so the read path imports neither."""
+    for module, name in (("eventsourcing.persistence", "PersistenceError"), ("psycopg", "Error")):
+        loaded = sys.modules.get(module)
+        kind = getattr(loaded, name, None) if loaded is not None else None
+        if isinstance(kind, type) and isinstance(exc, kind):
+            return True
+    return False
 
 
 class LazyGroup(HermesGroup):

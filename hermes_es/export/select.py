@@ -38,7 +38,7 @@ class ExportFilter(msgspec.Struct, frozen=True, kw_only=True):
 
 def select_sessions(conn: apsw.Connection, f: ExportFilter) -> list[str]:
     """Ids matching every set filter, oldest first; pinned, archived and hidden are included."""
-    sql = "SELECT id FROM sessions WHERE 1"
+    sql = "SELECT id FROM sessions WHERE TRUE"
     params: list[object] = []
     if f.sources:
         sql += f" AND source IN ({','.join('?' * len(f.sources))})"

@@ -110,6 +110,11 @@ def read_transaction(conn: apsw.Connection) -> Iterator[apsw.Connection]:
     if conn.in_transaction:
         yield conn
         return
+    snapshot = getattr(conn, "read_snapshot", None)
+    if snapshot is not None:  # a server store's connection (store/postgres/connection.py)
+        with snapshot():
+            yield conn
+        return
     conn.execute("BEGIN DEFERRED")
     try:
         yield conn

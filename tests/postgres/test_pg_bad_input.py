@@ -177,3 +177,21 @@ def test_server_without_pg_trgm(server_without_trgm: PgServer, tmp_path: Path) -
     )
     _refused(tmp_path, url, "no sessions yet", commands=(READ,))
     assert _tables(url) == []
+
+
+def test_a_store_error_no_command_expected_is_an_error_line(pg_url: str, tmp_path: Path) -> None:
+    """A statement the server refuses where no command expects it (here a projection table
+    someone dropped by hand): an error line naming the store and the server's reason, exit 1,
+    no traceback."""
+    from hermes_es.commands.engine import SessionEngine
+
+    with SessionEngine.open(pg_url) as eng:
+        sid = eng.start_session("cli", cwd="")
+        eng.append_message(sid, "user", "findable words")
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("DROP TABLE messages_fts")
+    code, out = _hermes(tmp_path, pg_url, "sessions", "search", "findable")
+    assert code == 1, out
+    assert out.startswith(f"Error: {pg_url}: "), out
+    assert 'relation "messages_fts" does not exist' in out
+    assert "Traceback" not in out

@@ -245,6 +245,23 @@ class PgConnection:
                 self._local.conn = None
 
     @contextmanager
+    def read_snapshot(self) -> Iterator[None]:
+        """Reads that agree with each other: one ``REPEATABLE READ`` transaction on a pooled
+        connection, every statement inside on its snapshot (what ``store.db.read_transaction``
+        is on SQLite: one WAL snapshot). Inside an open transaction, that one."""
+        if self.raw is not None:
+            yield
+            return
+        with translated(), self.datastore.get_connection() as conn:
+            self._local.conn = conn
+            try:
+                with conn.transaction():
+                    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                    yield
+            finally:
+                self._local.conn = None
+
+    @contextmanager
     def pipelined_transaction(
         self, opening: Sequence[Any] = ()
     ) -> Iterator[psycopg.Connection[Any]]:
