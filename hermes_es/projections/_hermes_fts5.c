@@ -709,8 +709,11 @@ static int count_row(const Fts5ExtensionApi *api, Fts5Context *fts, void *p) {
   return SQLITE_OK;
 }
 
-/* The query's statistics, as FTS5's bm25() gathers them: rows, tokens, each phrase's rows. */
-static Bm25 *bm25_data(const Fts5ExtensionApi *api, Fts5Context *fts, int *rc) {
+/* The query's statistics, as FTS5's bm25() gathers them: rows, tokens, each phrase's rows
+** (given: nGiven integer values, one a phrase, the rows the caller counted already; else each
+** phrase's matches are walked, as bm25() does). */
+static Bm25 *bm25_data(const Fts5ExtensionApi *api, Fts5Context *fts, int *rc, int nGiven,
+                       sqlite3_value **given) {
   Bm25 *d = (Bm25 *)api->xGetAuxdata(fts, 0);
   sqlite3_int64 rows = 0, tokens = 0;
   int i, n;
@@ -728,9 +731,14 @@ static Bm25 *bm25_data(const Fts5ExtensionApi *api, Fts5Context *fts, int *rc) {
   *rc = api->xRowCount(fts, &rows);
   if (*rc == SQLITE_OK) *rc = api->xColumnTotalSize(fts, -1, &tokens);
   if (*rc == SQLITE_OK) d->avgdl = (double)tokens / (double)rows;
+  if (nGiven != n) nGiven = 0;
+  for (i = 0; i < nGiven; i++) {
+    if (sqlite3_value_type(given[i]) != SQLITE_INTEGER) nGiven = 0;
+  }
   for (i = 0; *rc == SQLITE_OK && i < n; i++) {
     sqlite3_int64 hits = 0;
-    *rc = api->xQueryPhrase(fts, i, &hits, count_row);
+    if (nGiven) hits = sqlite3_value_int64(given[i]);
+    else *rc = api->xQueryPhrase(fts, i, &hits, count_row);
     if (*rc == SQLITE_OK) {
       double idf = log((rows - hits + 0.5) / (hits + 0.5));
       d->idf[i] = idf <= 0.0 ? 1e-6 : idf;
@@ -741,17 +749,21 @@ static Bm25 *bm25_data(const Fts5ExtensionApi *api, Fts5Context *fts, int *rc) {
   return *rc == SQLITE_OK ? d : 0;
 }
 
-/* hermes_bm25(messages_fts, sz): FTS5's bm25(messages_fts) (k1 1.2, b 0.75, every column of
-** weight 1), the same floating-point operations in the same order, so the same value to the
-** bit (tests/projections/test_fts_compiled.py checks), with the row's length read from sz (its
-** messages_fts_docsize blob; anything else: from FTS5) instead of FTS5's per-row look-up. */
+/* hermes_bm25(messages_fts, sz, [rows of phrase 1, ...]): FTS5's bm25(messages_fts) (k1 1.2,
+** b 0.75, every column of weight 1), the same floating-point operations in the same order, so
+** the same value to the bit (tests/queries/test_compiled_search.py checks), with the row's
+** length read from sz (its messages_fts_docsize blob; anything else: from FTS5) instead of
+** FTS5's per-row look-up, and each phrase's matching rows, when given for every phrase as
+** integers, taken instead of counted (the search counts them cheaper: a one-word query's
+** count it made anyway, a word's rows in the fts5vocab table). FTS5 keeps one auxiliary
+** data per function and cursor: calls of one statement share the first call's statistics. */
 static void bm25_sized(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_context *ctx,
                        int nVal, sqlite3_value **apVal) {
   const double k1 = 1.2, b = 0.75;
   double score = 0.0, D;
   sqlite3_int64 length = 0;
   int rc = SQLITE_OK, nInst = 0, i;
-  Bm25 *d = bm25_data(api, fts, &rc);
+  Bm25 *d = bm25_data(api, fts, &rc, nVal - 1, apVal + 1);
   if (d) {
     memset(d->freq, 0, sizeof(double) * (size_t)d->nPhrase);
     rc = api->xInstCount(fts, &nInst);

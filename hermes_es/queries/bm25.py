@@ -60,15 +60,34 @@ class _Term(msgspec.Struct, frozen=True):
         return "(" + " OR ".join(self.phrases) + ")"
 
 
+_VOCABULARY: WeakKeyDictionary[apsw.Connection, bool] = WeakKeyDictionary()
+VOCABULARY = "temp.messages_fts_vocab"
+"""An ``fts5vocab`` table of the index's words (``row``: each word's rows), made per connection."""
+
+
+def vocabulary(conn: apsw.Connection) -> bool:
+    """Whether ``conn`` has ``VOCABULARY`` (made on first use; not under ``PRAGMA query_only``,
+    which forbids even a temp table)."""
+    try:
+        return _VOCABULARY[conn]
+    except KeyError:
+        pass
+    try:
+        conn.execute(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {VOCABULARY}"
+            " USING fts5vocab(main, messages_fts, row)"
+        )
+        found = True
+    except apsw.ReadOnlyError:
+        found = False
+    _VOCABULARY[conn] = found
+    return found
+
+
 def _non_ascii_terms(conn: apsw.Connection, stem: str) -> list[str] | None:
     """Prefixes one character longer than ``stem`` of the indexed words that continue it with
     a non-ASCII character (None: can't tell)."""
-    try:
-        conn.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.messages_fts_vocab"
-            " USING fts5vocab(main, messages_fts, row)"
-        )
-    except apsw.ReadOnlyError:  # PRAGMA query_only forbids even a temp table
+    if not vocabulary(conn):
         return None
     rows = conn.execute(
         "SELECT term FROM temp.messages_fts_vocab WHERE term >= ? AND term < ?",
@@ -223,12 +242,19 @@ def _frequencies(conn: apsw.Connection) -> _Frequencies | _CompiledFrequencies:
     return freq
 
 
-def scorer(conn: apsw.Connection) -> str:
+def compiled_scorer(conn: apsw.Connection) -> bool:
+    """Whether ``conn`` scores with the compiled build's ``hermes_bm25`` (``scorer``)."""
+    return isinstance(_frequencies(conn), _CompiledFrequencies)
+
+
+def scorer(conn: apsw.Connection, rows: Sequence[str] = ()) -> str:
     """The SQL of a row's bm25 score: the compiled build's ``hermes_bm25`` (FTS5's ``bm25()``
-    to the bit, the row's length read from its docsize blob: ~0.1 µs a row where ``bm25()``
-    spends ~0.5 on that look-up), else ``bm25(messages_fts)``."""
-    if isinstance(_frequencies(conn), _CompiledFrequencies):
-        return f"hermes_bm25(messages_fts, {_SIZE})"
+    to the bit, the row's length read by the statement's own docsize cursor, ~0.3 µs a row
+    where FTS5's look-up costs ~0.55; ``rows``: an SQL expression per phrase of its matching
+    rows, counted cheaper than ``bm25()``'s walk of each phrase's matches), else
+    ``bm25(messages_fts)``."""
+    if compiled_scorer(conn):
+        return f"hermes_bm25(messages_fts, {_SIZE}" + "".join(f", {r}" for r in rows) + ")"
     return "bm25(messages_fts)"
 
 

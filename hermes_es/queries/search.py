@@ -186,6 +186,28 @@ _NEWEST_FIRST = " ORDER BY rowid DESC"
 _FUSED_TEXT = "(SELECT content FROM messages WHERE id = y.id)"
 
 
+def _phrase_rows(
+    conn: apsw.Connection, plan: FusedPlan, number: int
+) -> tuple[list[str], list[object]]:
+    """SQL of each phrase's matching rows for ``hermes_bm25`` (the same numbers ``bm25()``
+    counts by walking every match of each phrase: ~2.4 ms for ``the`` at 100,000 messages),
+    and their arguments, numbered from ``?number``: a one-word query's count (the statement
+    ranks only when it counted every match), each word's rows in the index's vocabulary
+    (``fts5vocab``, ~1.6 ms for ``the``: the same doclist, without a cursor per row). None
+    where the scorer is FTS5's own or a term is a phrase."""
+    if not bm25.compiled_scorer(conn):
+        return [], []
+    if plan.one_word:
+        return ["(SELECT cnt FROM n)"], []
+    if plan.words is None or not bm25.vocabulary(conn):
+        return [], []
+    sql = [
+        f"(SELECT doc FROM {bm25.VOCABULARY} WHERE term = ?{number + k})"
+        for k in range(len(plan.words))
+    ]
+    return sql, list(plan.words)
+
+
 def fused_hits(
     conn: apsw.Connection,
     query: str,
@@ -210,10 +232,12 @@ def fused_hits(
     match's (unused: only a one-word count is handed on)."""
     marker = Highlighter(conn, query, terms)
     text, snip = marker.sql(_FUSED_TEXT, 6) if marker.compiled else (_FUSED_TEXT, [])
+    rows_sql, words = _phrase_rows(conn, plan, 6 + len(snip))
     order = _NEWEST_FIRST if plan.one_word else ""
-    sql = _FUSED.format(where=where, order=order, score=bm25.scorer(conn), text=text)
+    score = bm25.scorer(conn, rows_sql)
+    sql = _FUSED.format(where=where, order=order, score=score, text=text)
     rows = conn.execute(
-        sql, [match, plan.count_cap, plan.gate, plan.window, top, *snip, *params, limit]
+        sql, [match, plan.count_cap, plan.gate, plan.window, top, *snip, *words, *params, limit]
     ).fetchall()
     found, oldest = int(rows[0][0]), int(rows[0][1] or 0)
     if rows[0][3] is None:

@@ -123,7 +123,13 @@ class FusedPlan:
     ranks them with FTS5's ``bm25()`` (``queries/search.py``, ``fused_hits``)."""
 
     def __init__(
-        self, count_cap: int, gate: int, window: int, one_word: bool, samples: TermSamples | None
+        self,
+        count_cap: int,
+        gate: int,
+        window: int,
+        one_word: bool,
+        samples: TermSamples | None,
+        words: list[str] | None = None,
     ) -> None:
         self.count_cap = count_cap
         """The newest matches counted (a capped doclist walk)."""
@@ -133,6 +139,22 @@ class FusedPlan:
         self.one_word = one_word
         """A one-word query: a count that fails the gate is handed to the window plan."""
         self.samples = samples
+        self.words = words
+        """A several-term query whose terms are one word each: those words as the index holds
+        them, in query order (their rows are counted from the vocabulary for the idf; None:
+        bm25's own walk of each term's matches)."""
+
+
+def _words(conn: apsw.Connection, terms: Sequence[Term]) -> list[str] | None:
+    """Each term's one token (None: some term is several tokens, a phrase)."""
+    tokenize = text_tokenizer(conn)
+    words: list[str] = []
+    for term in terms:
+        tokens = tokenize(term.text.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None)
+        if len(tokens) != 1:
+            return None
+        words.append(tokens[0][2])
+    return words
 
 
 def fused_plan(
@@ -152,7 +174,7 @@ def fused_plan(
         sum(samples.estimates) > FULL_COUNT_CAP or samples.floor is not None
     ):  # bm25() would count too many matches, or the walk would seek too many rows
         return None, samples
-    return FusedPlan(window + 1, window, window, False, samples), samples
+    return FusedPlan(window + 1, window, window, False, samples, _words(conn, terms)), samples
 
 
 def exact_pool(

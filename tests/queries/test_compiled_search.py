@@ -95,6 +95,37 @@ def test_hermes_bm25_is_bm25_to_the_bit(conn: apsw.Connection, match: str) -> No
         assert row[5] == row[6] and row[7] == row[8], row
 
 
+@pytest.mark.parametrize("words", [["w1"], ["w1", "w2"], ["w2", "w1", "w3"], ["w1", "w1"], ["全"]])
+def test_hermes_bm25_with_given_rows_is_bm25(conn: apsw.Connection, words: list[str]) -> None:
+    """Each phrase's rows handed over (as the search counts them: the vocabulary's ``doc``)
+    give ``bm25()``'s floats, and are the ones used; a count that is not an integer for every
+    phrase is ignored. (One call a statement: FTS5 keeps one auxiliary data per function and
+    cursor, so calls of one statement share the first call's counts.)"""
+    assert bm25.vocabulary(conn)
+    match = " AND ".join(f'"{w}"' for w in words)
+    counted = ", ".join(
+        f"(SELECT doc FROM {bm25.VOCABULARY} WHERE term = ?{k + 2})" for k in range(len(words))
+    )
+    scores = {}
+    for name, args in {
+        "bm25": "",
+        "counted": f", {counted}",
+        "too many": f", {counted}, 1",
+        "not integers": ", 'x'" * len(words),
+        "wrong": ", 1" * len(words),
+    }.items():
+        scores[name] = conn.execute(
+            f"SELECT bm25(messages_fts), hermes_bm25(messages_fts, {_SIZE}{args})"
+            " FROM messages_fts WHERE messages_fts MATCH ?1 ORDER BY rowid",
+            [match, *words] if "?2" in args else [match],
+        ).fetchall()
+    expected = [(b, b) for b, _ in scores["bm25"]]
+    assert expected
+    for name in ("bm25", "counted", "too many", "not integers"):
+        assert scores[name] == expected, name
+    assert all(s != b for b, s in scores["wrong"])  # the counts handed over are used
+
+
 def test_the_scorer_is_the_compiled_one(conn: apsw.Connection, store: Path) -> None:
     """A compiled connection scores with ``hermes_bm25``, one with the Python tokenizer with
     ``bm25()``."""
