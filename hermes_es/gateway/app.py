@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,12 +28,15 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
+from hermes_es.errors import HermesError
 from hermes_es.gateway import protocol as p
-from hermes_es.gateway.authority import Client, RpcError, SessionAuthority
+from hermes_es.gateway.authority import Client, RpcError, SessionAuthority, rpc_error_for
+from hermes_es.gateway.connection import Requests
 from hermes_es.gateway.identity import CLIENT_KINDS
-from hermes_es.gateway.outbox import GONE, Outbox
+from hermes_es.gateway.outbox import GONE, Outbox, run_eagerly
 from hermes_es.gateway.tickets import TicketBook, TicketError
 from hermes_es.gateway.trace import RECEIVED
+from hermes_es.gateway.wire import READ_AHEAD
 
 if TYPE_CHECKING:
     from hermes_es.commands.group_engine import GroupCommitEngine
@@ -249,23 +252,91 @@ def create_app(state: GatewayState) -> Starlette:
         client = Client(principal, kind, outbox.send)
         if trace is not None:
             client.on_answer = trace.answer
-        try:
-            while True:
-                message = await websocket.receive_text()
-                if trace is not None:
-                    client.read_at = trace.now()
-                    client.received_at = websocket.scope.get(RECEIVED, client.read_at)
-                response = await _answer(authority, client, message.encode())
-                if client.answered is not None and client.answered == client.request_id:
-                    client.answered = client.request_id = None  # answered from the hand-back
-                    continue
+
+        async def answer(body: bytes) -> None:
+            """Run one request and write its answer (unless the writer's hand-back did)."""
+            response = await _answer(authority, client, body)
+            if client.answered is not None and client.answered == client.request_id:
+                client.answered = client.request_id = None  # answered from the hand-back
+                return
+            client.request_id = None
+            if response is not None:
+                frame = p.encode(response)
+                if trace is not None and client.traced:
+                    trace.answer(client.traced, frame)
+                    client.traced = ""
+                outbox.send(frame)
+
+        def run(body: bytes, done: Callable[[], None]) -> bool:
+            """Run one request (``connection.Requests``): ``prompt.submit`` on an owner with no
+            task (answered from the writer's hand-back, ``admit_request``), anything else as a
+            coroutine up to its first suspension; True when it is done now."""
+            request = _submit_request(body)
+            if request is not None:
+                client.request_id = request.id
+                try:
+                    waiter = authority.admit_request(client, request)
+                except RpcError as exc:
+                    client.request_id = None
+                    outbox.send(p.encode(p.error(request.id, exc.code, exc.message, **exc.data)))
+                    return True
+                if waiter is not None:
+                    waiter.add_done_callback(lambda w: admitted(request, w, done))
+                    return False
                 client.request_id = None
-                if response is not None:
-                    frame = p.encode(response)
-                    if trace is not None and client.traced:
-                        trace.answer(client.traced, frame)
-                        client.traced = ""
-                    outbox.send(frame)
+            task = run_eagerly(answer(body))
+            if task is None:
+                return True
+            task.add_done_callback(lambda _: done())
+            return False
+
+        def admitted(
+            request: p.Request, waiter: asyncio.Future[Any], done: Callable[[], None]
+        ) -> None:
+            """An admission handed to the writer is over: answered by its hand-back, or failed
+            (nothing admitted: the error is the answer)."""
+            failure = None if waiter.cancelled() else waiter.exception()
+            client.request_id = client.answered = None
+            if failure is not None:
+                if isinstance(failure, HermesError):
+                    error = rpc_error_for(failure)
+                    response = p.error(request.id, error.code, error.message, **error.data)
+                else:
+                    log.error("method %s failed", request.method, exc_info=failure)
+                    response = p.error(request.id, p.INTERNAL_ERROR, f"internal error: {failure}")
+                outbox.send(p.encode(response))
+            done()
+
+        def stamp() -> None:
+            assert trace is not None
+            client.read_at = trace.now()
+            client.received_at = websocket.scope.get(RECEIVED, client.read_at)
+
+        wire = outbox.wire
+        try:
+            if wire is None:  # (another server's protocol: every message through ASGI)
+                while True:
+                    message = await websocket.receive_text()
+                    if trace is not None:
+                        stamp()
+                    await answer(message.encode())
+            # The gateway's protocol hands each request straight to ``requests`` (answered in
+            # order); this handler only waits for the disconnect.
+            requests = Requests(
+                run,
+                read_ahead=READ_AHEAD,
+                pause=wire.pause_requests,
+                resume=wire.resume_requests,
+                on_read=stamp if trace is not None else None,
+            )
+            wire.take_requests(requests.feed)
+            try:
+                while (await websocket.receive())["type"] != "websocket.disconnect":
+                    # a binary message: not a JSON-RPC request (text frames only)
+                    await websocket.close(code=1003, reason="text frames only")
+            finally:
+                wire.reader = None
+            await requests.drained()  # what was received before the disconnect runs first
         except GONE:
             pass
         finally:
@@ -280,6 +351,20 @@ def create_app(state: GatewayState) -> Starlette:
         ],
         lifespan=lifespan,
     )
+
+
+def _submit_request(body: bytes) -> p.Request | None:
+    """The request in ``body`` when it is a well-formed ``prompt.submit`` call (None for
+    anything else: ``_answer`` decodes, dispatches or refuses it)."""
+    if b'"prompt.submit"' not in body:
+        return None
+    try:
+        request = p.REQUEST_DECODER.decode(body)
+    except msgspec.DecodeError:
+        return None
+    if request.jsonrpc != "2.0" or request.method != "prompt.submit" or request.id is None:
+        return None
+    return request
 
 
 def _discard(_: bytes) -> None:

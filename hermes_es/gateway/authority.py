@@ -184,9 +184,6 @@ class SessionAuthority:
         """A session's head as the gateway's last use case of it left it (an admission, a
         turn's end), for its queue worker's next look: used only while it is still the
         committed one (``_known_head``), so the worker need not read it back."""
-        self._planning: set[str] = set()
-        """Sessions with a submission on its way to the writer that plans to start its turn
-        (``_plan_with_admission``): a second one waits for the queue worker."""
         self._held: dict[str, list[bytes]] = {}
         """Sessions whose turn runs inline: its ``turn.stream`` frames, held until the
         session's next stored events go out (they are written with them, before them)."""
@@ -851,6 +848,21 @@ class SessionAuthority:
 
     async def submit(self, client: Client, params: p.SubmitParams) -> dict[str, Any]:
         """``prompt.submit``: admit (idempotent by submission id), then run when its turn comes."""
+        waiter, answered = self.admit_now(client, params)
+        try:
+            await waiter
+        except HermesError as exc:
+            raise rpc_error_for(exc) from exc
+        return answered[0]
+
+    def admit_now(
+        self, client: Client, params: p.SubmitParams
+    ) -> tuple[asyncio.Future[Any], list[dict[str, Any]]]:
+        """``prompt.submit`` up to the writer, with no task: the admission is handed to the
+        writer and its hand-back does everything that follows, the answer included
+        (``Client.answer_now``, when the client reads answers in order). Returns the writer's
+        waiter (an exception: nothing was admitted, the caller answers the error) and the
+        list the hand-back puts the answer in. ``RpcError`` for a request refused here."""
         self._require(client, "submit")
         self._own(client, params.session_id)
         if params.client_kind not in CLIENT_KINDS:
@@ -930,16 +942,8 @@ class SessionAuthority:
             client.answer_now(answered[0])
 
         # urgent: the submitter waits on this answer; turns' writes can wait
-        if planned is not None:
-            self._planning.add(sid)
-        try:
-            outcome = await self.write(admit, urgent=True, pure=True, then=admitted)
-        finally:
-            if planned is not None:
-                self._planning.discard(sid)
-        if not answered:  # (a writer without the hand-back callback)
-            admitted(outcome)
-        return answered[0]
+        waiter = self.engine.writer.submit_async(admit, urgent=True, pure=True, then=admitted)
+        return waiter, answered
 
     def _plan_with_admission(self, session_id: str, text: str) -> _Planned | None:
         """The turn a submission to an idle session may start in its admission's own use case
@@ -949,14 +953,10 @@ class SessionAuthority:
         in it, its chat is in memory and plans the turn, the responder answers this text
         without I/O; never on a team (its turn starts are fenced, its streams relayed).
         ``turn_steps.begin`` still checks, as the writer decides it, that the admitted turn
-        is the next runnable one (a duplicate, another admission first: nothing starts)."""
-        if (
-            self.draining
-            or self.role != "owner"
-            or self.fenced
-            or self.before_finish is not None
-            or session_id in self._planning
-        ):
+        is the next runnable one (a duplicate, another admission first, such as a second
+        submission planned from the same head before the first one's hand-back: nothing
+        starts, the queue worker runs it)."""
+        if self.draining or self.role != "owner" or self.fenced or self.before_finish is not None:
             return None
         runner = self.runners.get(session_id)
         if runner is not None and not runner.done():
@@ -1276,6 +1276,22 @@ class SessionAuthority:
         if standby_write and method in ("prompt.submit", "turn.resolve"):
             self.on_standby_write(str(result["session_id"]))
         return result
+
+    def admit_request(self, client: Client, request: p.Request) -> asyncio.Future[Any] | None:
+        """``prompt.submit`` on an owner with no task (``admit_now``): the writer's waiter,
+        or None when ``dispatch`` must run it (a standby). ``RpcError`` as ``dispatch``
+        raises it for a request refused before the writer."""
+        if self.role != "owner":
+            return None
+        try:
+            params = msgspec.convert(request.params, p.SubmitParams, str_keys=True)
+        except msgspec.ValidationError as exc:
+            raise RpcError(p.INVALID_PARAMS, f"invalid params for {request.method}: {exc}") from exc
+        try:
+            waiter, _answered = self.admit_now(client, params)
+        except HermesError as exc:
+            raise rpc_error_for(exc) from exc
+        return waiter
 
     async def _call(self, client: Client, method: str, params: Any) -> Any:
         if method == "session.create":

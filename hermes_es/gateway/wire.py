@@ -25,6 +25,7 @@ full socket, a closing or closed connection) goes through Starlette and uvicorn 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
@@ -136,7 +137,50 @@ class GatewayWebSocketProtocol(WebSocketsSansIOProtocol):
     stops only once ``READ_AHEAD`` messages wait, which bounds a flooding client the same way.
     """
 
+    reader: Callable[[bytes], None] | None = None
+    """Takes each text message (its UTF-8 bytes) as it is parsed, instead of the ASGI queue,
+    once the app set it (``take_requests``): the gateway's ``connection.Requests.feed``."""
+
+    def take_requests(self, reader: Callable[[bytes], None]) -> None:
+        """From now on hand every text message to ``reader``, those already queued for the
+        app first (in order; anything queued after them stays for the app to read)."""
+        queued: list[Any] = []
+        while not self.queue.empty():
+            queued.append(self.queue.get_nowait())
+        self.reader = reader
+        for index, message in enumerate(queued):
+            if message["type"] != "websocket.receive" or "text" not in message:
+                for later in queued[index:]:  # (a disconnect, a binary message: the app's)
+                    self.queue.put_nowait(later)
+                break
+            reader(message["text"].encode())
+
+    def pause_requests(self) -> None:
+        """Stop reading the socket (the app has enough requests waiting)."""
+        if not self.read_paused:
+            self.read_paused = True
+            self.transport.pause_reading()
+
+    def resume_requests(self) -> None:
+        """Read the socket again (unless messages still wait in the ASGI queue)."""
+        if self.read_paused and self.queue.empty():
+            self.read_paused = False
+            self.transport.resume_reading()
+
     def send_receive_event_to_app(self) -> None:
+        reader = self.reader
+        if reader is not None and self.curr_msg_data_type == "text" and not self.close_sent:
+            data = self.frames[0] if len(self.frames) == 1 else b"".join(self.frames)
+            self.frames = []
+            try:
+                data.decode()  # (uvicorn's check: a text message is valid UTF-8)
+            except UnicodeDecodeError:
+                self.logger.exception("Invalid UTF-8 sequence received from client.")
+                self.conn.send_close(1007)
+                self.handle_parser_exception()
+                return
+            reader(bytes(data))
+            return
         paused = self.read_paused
         self.read_paused = True  # (so uvicorn does not pause reading for this message)
         try:
