@@ -7,8 +7,9 @@ each of those also runs the receiving side's TCP path and wakes the client. A tu
 client its frames in bursts (a commit's events, an admission's event and answer, a reply's
 stream item, message and finish), so here the connection's transport holds what is written
 to it until the end of the current loop iteration (``loop.call_soon``: after the callbacks
-already due, before the next round of I/O), then writes it all at once. The frames, their
-order and their bytes on the wire are unchanged; only how many ``send`` calls carry them.
+already due, before the next round of I/O), then writes it all at once; one callback writes
+every connection's (``Flusher``). The frames, their order and their bytes on the wire are
+unchanged; only how many ``send`` calls carry them.
 
 A close or ``write_eof`` writes what is held first (``abort`` drops it, as the transport
 would); so does holding more than ``FLUSH_BYTES``. Flow control stays the transport's own:
@@ -19,18 +20,24 @@ writes a text frame serialized here by the websockets library (``text_frame``: i
 serialized once per payload length, one frame shared by every client of a fan-out)
 straight to the transport while the connection is open and writable; anything else (a
 full socket, a closing or closed connection) goes through Starlette and uvicorn as before
-(``outbox.Outbox``).
+(``outbox.Outbox``). Requests come in past them too: once the app calls ``take_requests``,
+each text message goes to its reader (``connection.Requests``) as it is parsed, not through
+uvicorn's queue.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.frames import Frame, Opcode
 from websockets.protocol import State
+
+log = logging.getLogger("hermes.gateway")
 
 WIRE = "hermes.wire"
 """The ASGI scope key under which a connection's ``GatewayWebSocketProtocol`` is found."""
@@ -42,14 +49,53 @@ READ_AHEAD = 32
 """Messages a connection may have waiting for the app before its socket is not read."""
 
 
+class Flusher:
+    """The transports of one event loop holding writes: all of them written at the end of the
+    loop iteration by one callback (not one per connection)."""
+
+    __slots__ = ("_holding",)
+
+    def __init__(self) -> None:
+        self._holding: list[HeldTransport] = []
+
+    def hold(self, transport: HeldTransport) -> None:
+        """``transport`` holds writes now (on its loop): write them at the end of this
+        iteration."""
+        if not self._holding:
+            asyncio.get_running_loop().call_soon(self.flush)
+        self._holding.append(transport)
+
+    def flush(self) -> None:
+        """Write what every holding transport holds (each as one write)."""
+        holding, self._holding = self._holding, []
+        for transport in holding:
+            try:
+                transport.flush()
+            except Exception:  # (one transport's failure must not keep the others' writes)
+                log.exception("writing to a connection failed")
+
+
+_flushers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Flusher] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def flusher_of(loop: asyncio.AbstractEventLoop) -> Flusher:
+    """The loop's ``Flusher``."""
+    flusher = _flushers.get(loop)
+    if flusher is None:
+        flusher = _flushers[loop] = Flusher()
+    return flusher
+
+
 class HeldTransport:
     """An asyncio transport whose writes of one loop iteration are joined into one write."""
 
-    __slots__ = ("_held", "_loop", "_size", "_transport")
+    __slots__ = ("_flusher", "_held", "_size", "_transport")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self._transport = transport
-        self._loop = loop
+        self._flusher = flusher_of(loop)
         self._held: list[bytes] = []
         self._size = 0
 
@@ -58,7 +104,7 @@ class HeldTransport:
         if not data:
             return
         if not self._held:
-            self._loop.call_soon(self.flush)
+            self._flusher.hold(self)
         self._held.append(bytes(data))
         self._size += len(data)
         if self._size >= FLUSH_BYTES:
