@@ -420,16 +420,14 @@ def query_classes(work: Workload, recall: dict[str, list[str]]) -> dict[str, lis
 def hermes_search(
     venv: Path, cache: HermesCache, work: Workload, texts: list[str], rounds: int
 ) -> tuple[dict[str, Any], dict[str, list[str]], dict[str, list[str]]]:
-    """The Hermes side's search result (from the cache when it holds these queries), the
-    query classes and the recall queries."""
+    """The Hermes side's search result, the query classes and the recall queries. The
+    latencies are measured now, in this run, on the (possibly cached) Hermes store, never read
+    back from the cache: a search result from another run (another load, other code on this
+    side) is no same-run ratio. The result is still recorded in the cache entry."""
     recall = recall_queries(texts)
     classes = query_classes(work, recall)
     recall_list = recall["identifier"] + recall["cjk"]
     request = {"classes": classes, "rounds": rounds, "recall": recall_list}
-    found = cache.search(request)
-    if found is not None and "cpu_times" in found:  # older results had wall times only
-        log(f"  hermes search: cached ({found['measured_at']}, load {found['loadavg'][0]})")
-        return {**found, "cached": True}, classes, recall
     log(f"  hermes search: {sum(map(len, classes.values()))} queries, {len(recall_list)} recall")
     result = hermes_side(venv, {"op": "search", "db": str(cache.db), **request})
     cache.save_search(request, result)
@@ -968,8 +966,6 @@ def run_size(venv: Path | None, n: int, args: argparse.Namespace) -> None:
     if venv and cache and h is None:  # --hermes-cached-only: wait for another run to fill it
         if _wait_for(lambda: cache.build() is not None, args.hermes_wait, cache.folder):
             h = hermes_build(venv, cache, work, timed)
-            if "search" in figures:
-                _wait_for(lambda: cache.has_search(), args.hermes_wait, cache.folder)
         else:
             log(f"{n:,} messages: no cached Hermes side ({cache.folder}); this project only")
             cache = None
