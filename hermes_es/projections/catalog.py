@@ -210,6 +210,33 @@ class ProjectionSet:
             if with_indexes:
                 self.create_indexes(conn, projector)
 
+    def begin_fill(self, conn: apsw.Connection) -> None:
+        """The tables were just created and a replay is about to fill them (a rebuild): the
+        projectors that write differently into a table being filled from nothing say so
+        (the full-text index defers its merges, ``SearchProjector.begin_fill``)."""
+        for projector in self.projectors:
+            begin = getattr(projector, "begin_fill", None)
+            if begin is not None:
+                begin(conn)
+
+    def merge_fill(self, conn: apsw.Connection) -> bool:
+        """One bounded step of what a fill left to do (merging the index's segments), in the
+        caller's transaction; False once nothing is left. Call it until False, then
+        ``end_fill``."""
+        more = False
+        for projector in self.projectors:
+            merge = getattr(projector, "merge_fill", None)
+            if merge is not None:
+                more = merge(conn) or more
+        return more
+
+    def end_fill(self, conn: apsw.Connection) -> None:
+        """The fill is over: later writes go as on live tables (``SearchProjector.end_fill``)."""
+        for projector in self.projectors:
+            end = getattr(projector, "end_fill", None)
+            if end is not None:
+                end(conn)
+
     def create_indexes(self, conn: apsw.Connection, projector: Projector | None = None) -> None:
         """Create secondary indexes (canonical names; only valid for unprefixed tables)."""
         for p in [projector] if projector else self.projectors:

@@ -357,3 +357,48 @@ def create_fts_sql(
         f"tokenize='{TOKENIZER_NAME}', prefix='{PREFIX_INDEX}');\n"
         f"INSERT INTO {table}({table}, rank) VALUES('secure-delete', 1);"
     )
+
+
+# -- filling a fresh index (a rebuild) --------------------------------------------------------
+
+FILL_OPTIONS = (("automerge", 0), ("crisismerge", 64), ("hashsize", 16 << 20))
+"""FTS5 options of an index a replay fills from nothing (``fill_options``). FTS5 writes the
+rows of each transaction as a new segment (and another each time ``hashsize`` bytes of them
+are pending) and, by default (``automerge`` 4), merges every four segments of a level into one
+of the next level as it goes: at 300,000 messages each posting was written five or six times
+over, about 40% of the index's CPU time. During a fill nothing is merged until a level holds
+``crisismerge`` segments; ``merge_step`` then merges them all into one segment, once the fill
+is done (``bench/README.md``, big_store, "Rebuild: the collector and the index merges")."""
+LIVE_OPTIONS = (("automerge", 4), ("crisismerge", 16), ("hashsize", 1 << 20))
+"""FTS5's own defaults for those options, put back once a fill is merged (``live_options``):
+appends to a rebuilt index are merged as in an index that was never rebuilt."""
+MERGE_PAGES = 2000
+"""Leaf pages (4 KiB each) one ``merge_step`` writes at most: one short transaction."""
+
+
+def _set_options(conn: apsw.Connection, table: str, options: tuple[tuple[str, int], ...]) -> None:
+    table = _check_identifier("table", table)
+    for key, value in options:
+        conn.execute(f"INSERT INTO {table}({table}, rank) VALUES(?, ?)", (key, value))
+
+
+def fill_options(conn: apsw.Connection, table: str) -> None:
+    """Set ``FILL_OPTIONS`` on ``table`` (an index a replay is about to fill)."""
+    _set_options(conn, table, FILL_OPTIONS)
+
+
+def live_options(conn: apsw.Connection, table: str) -> None:
+    """Put FTS5's defaults back on ``table`` (``LIVE_OPTIONS``)."""
+    _set_options(conn, table, LIVE_OPTIONS)
+
+
+def merge_step(conn: apsw.Connection, table: str, pages: int = MERGE_PAGES) -> bool:
+    """Merge the segments of ``table`` toward a single one, writing about ``pages`` leaf pages
+    (FTS5's ``'merge'`` with a negative count: every segment, whatever its level). False when
+    there was nothing left to merge (the command changed fewer than two rows: FTS5's own
+    test of a merge that did nothing)."""
+    table = _check_identifier("table", table)
+    before = conn.total_changes()
+    conn.execute(f"INSERT INTO {table}({table}, rank) VALUES('merge', ?)", (-pages,))
+    changed: int = conn.total_changes() - before
+    return changed >= 2

@@ -26,6 +26,7 @@ from hermes_es.projections.fts import register_tokenizer
 from hermes_es.projections.leftovers import REBUILD_PREFIX, rebuild_lock
 from hermes_es.projections.rebuild_reader import End, Ops, Reader
 from hermes_es.projections.rebuild_wal import RebuildCheckpoints
+from hermes_es.projections.replay_gc import replay_collection
 from hermes_es.store.db import BUSY_TIMEOUT_MS, file_uri, read_transaction, write_transaction
 from hermes_es.store.decoding import decode_row
 from hermes_es.store.message_text import register_message_text
@@ -236,33 +237,47 @@ def _rebuild_once(
     with conn:
         _drop(conn, fresh.tables())
         fresh.create(conn, with_indexes=False)
+        fresh.begin_fill(conn)
     conn.execute(f"PRAGMA cache_size = -{REBUILD_CACHE_KIB}")
     replayer = Replayer(fresh)
     total = _total(conn)
-    if reader is None:
-        for changes in _log_batches(conn, 0):
-            with conn:
-                replayer.feed(conn, changes)
-            if checkpoints is not None:
-                checkpoints.after_commit()
-            if progress:
-                progress(replayer.count, max(total, replayer.count))
-    else:
-        for frame in reader.frames():
-            if isinstance(frame, End):
-                break
-            with conn:
-                if isinstance(frame, Ops):
-                    reader.apply(conn, frame)
-                    replayer.position = frame.position
-                    replayer.count += frame.count
-                else:
-                    feed_from_heads(conn, replayer, _changes(frame.rows))  # type: ignore[arg-type]
-            if checkpoints is not None:
-                checkpoints.after_commit()
-            if progress:
-                progress(replayer.count, max(total, replayer.count))
+    with replay_collection() as tick:
+        if reader is None:
+            for changes in _log_batches(conn, 0):
+                with conn:
+                    replayer.feed(conn, changes)
+                if checkpoints is not None:
+                    checkpoints.after_commit()
+                if progress:
+                    progress(replayer.count, max(total, replayer.count))
+                tick()
+        else:
+            for frame in reader.frames():
+                if isinstance(frame, End):
+                    break
+                with conn:
+                    if isinstance(frame, Ops):
+                        reader.apply(conn, frame)
+                        replayer.position = frame.position
+                        replayer.count += frame.count
+                    else:
+                        feed_from_heads(conn, replayer, _changes(frame.rows))  # type: ignore[arg-type]
+                if checkpoints is not None:
+                    checkpoints.after_commit()
+                if progress:
+                    progress(replayer.count, max(total, replayer.count))
+                tick()
+    # What the fill left to do (the full-text index's merges), in short transactions of its
+    # own: writers keep working meanwhile, as during the replay.
+    while True:
+        with conn:
+            more = fresh.merge_fill(conn)
+        if checkpoints is not None:
+            checkpoints.after_commit()
+        if not more:
+            break
     with conn:
+        fresh.end_fill(conn)
         for changes in _log_batches(conn, replayer.position):
             if reader is None:
                 replayer.feed(conn, changes)
@@ -380,11 +395,13 @@ def _verify_once(db_path: Path, progress: Progress | None) -> list[TableDiff]:
         replayer = Replayer(ProjectionSet(bulk=True))
         with conn:
             total = _total(conn, LIVE)
-        for changes in _log_batches(conn, 0, schema=LIVE):
-            with conn:
-                replayer.feed(conn, changes)
-            if progress:
-                progress(replayer.count, max(total, replayer.count))
+        with replay_collection() as tick:
+            for changes in _log_batches(conn, 0, schema=LIVE):
+                with conn:
+                    replayer.feed(conn, changes)
+                if progress:
+                    progress(replayer.count, max(total, replayer.count))
+                tick()
         with read_transaction(conn):
             for changes in _log_batches(conn, replayer.position, schema=LIVE):
                 replayer.feed(conn, changes)

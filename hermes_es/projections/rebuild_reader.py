@@ -42,6 +42,7 @@ from hermes_es.errors import StoreError
 from hermes_es.events import SessionDeleted
 from hermes_es.projections.base import Change
 from hermes_es.projections.catalog import ProjectionSet
+from hermes_es.projections.replay_gc import replay_collection
 from hermes_es.store.decoding import CorruptEventError
 
 WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
@@ -176,23 +177,25 @@ def read_log(db_path: str, prefix: str, batch: int, send: Callable[[bytes], None
         replayer = Replayer(ProjectionSet(prefix, bulk=True))
         recorder = RecordingConnection()
         rec = cast(apsw.Connection, recorder)
-        for rows, changes in _batches(conn, batch):
-            frame: Frame
-            if any(isinstance(c.event, SessionDeleted) for c in changes):
-                _fold(replayer, changes, is_session_stream)
-                frame = Rows(changes[-1].position, len(changes), rows)
-            else:
-                try:
-                    replayer._apply(rec, changes)  # folds every state first, then projects
-                    new, ops = recorder.take()
-                    frame = Ops(changes[-1].position, len(changes), new, ops)
-                except _NeedsTables:
-                    recorder.drop()
-                    # the states are folded; a fresh set drops what the failed apply noted
-                    replayer.pset = ProjectionSet(prefix, bulk=True)
+        with replay_collection() as tick:
+            for rows, changes in _batches(conn, batch):
+                frame: Frame
+                if any(isinstance(c.event, SessionDeleted) for c in changes):
+                    _fold(replayer, changes, is_session_stream)
                     frame = Rows(changes[-1].position, len(changes), rows)
-            position, count = changes[-1].position, count + len(changes)
-            send(_ENCODER.encode(frame))
+                else:
+                    try:
+                        replayer._apply(rec, changes)  # folds every state first, then projects
+                        new, ops = recorder.take()
+                        frame = Ops(changes[-1].position, len(changes), new, ops)
+                    except _NeedsTables:
+                        recorder.drop()
+                        # the states are folded; a fresh set drops what the failed apply noted
+                        replayer.pset = ProjectionSet(prefix, bulk=True)
+                        frame = Rows(changes[-1].position, len(changes), rows)
+                position, count = changes[-1].position, count + len(changes)
+                send(_ENCODER.encode(frame))
+                tick()
         send(_ENCODER.encode(End(position, count)))
     except CorruptEventError as exc:
         failed = Failed(

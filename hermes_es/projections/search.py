@@ -10,7 +10,7 @@ from hermes_es import events as ev
 from hermes_es.aggregates.state import SessionState
 from hermes_es.aggregates.validation import content_text
 from hermes_es.projections.base import Change, ReplayRaced, message_row_id
-from hermes_es.projections.fts import create_fts_sql
+from hermes_es.projections.fts import create_fts_sql, fill_options, live_options, merge_step
 
 
 def new_messages(e: ev.Event) -> list[ev.Message]:
@@ -76,6 +76,19 @@ class SearchProjector:
         ]
         if rows:
             conn.executemany(self._insert, rows)
+
+    def begin_fill(self, conn: apsw.Connection) -> None:
+        """The index is about to be filled from nothing (a rebuild): its segments wait to be
+        merged until ``merge_fill`` (``fts.FILL_OPTIONS``)."""
+        fill_options(conn, self.table)
+
+    def merge_fill(self, conn: apsw.Connection) -> bool:
+        """One bounded step of merging a filled index into one segment; False when done."""
+        return merge_step(conn, self.table)
+
+    def end_fill(self, conn: apsw.Connection) -> None:
+        """Later rows are merged as FTS5 merges them by default (``fts.LIVE_OPTIONS``)."""
+        live_options(conn, self.table)
 
     def settle(self, conn: apsw.Connection, states: dict[str, SessionState]) -> None:
         """Nothing per session."""
