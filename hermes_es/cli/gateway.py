@@ -290,6 +290,8 @@ def status_cmd(ctx: click.Context, as_json: bool) -> None:
             f"gateway running: pid {info['pid']}, {info['url']}, {info['role']}, "
             f"epoch {info['epoch']}, instance {info['instance_id']}"
         )
+        if info.get("status_error"):
+            click.echo(f"warning: it does not answer: {info['status_error']}")
         owner = info.get("owner")
         if info["role"] != "owner":
             if owner:

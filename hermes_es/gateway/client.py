@@ -12,9 +12,10 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from hermes_es.commands.holders import pid_alive
 from hermes_es.errors import HermesError
 from hermes_es.gateway.control import ControlError, request_ticket
-from hermes_es.gateway.paths import Endpoint, GatewayPaths, gateway_runs, read_endpoint
+from hermes_es.gateway.paths import Endpoint, GatewayPaths, lock_holder, read_endpoint
 
 NO_GATEWAY_ENV = "HERMES_NO_GATEWAY"
 """Set to 1 to run embedded even while a gateway runs (the store is then shared)."""
@@ -42,6 +43,17 @@ class GatewayHandle:
 
     def ticket(self, purpose: str) -> str:
         """A fresh single-use ticket from the control socket."""
+        if not self.paths.socket.exists():
+            profile = self.endpoint.profile
+            command = (
+                "hermes gateway" if profile in ("", "default") else f"hermes -p {profile} gateway"
+            )
+            raise GatewayError(
+                f"the gateway (pid {self.endpoint.pid}) runs but its control socket"
+                f" {self.paths.socket} is missing, so nothing can attach to it (and nothing"
+                f" may write the store beside it); restart it: {command} stop, then"
+                f" {command} start"
+            )
         try:
             return str(request_ticket(self.paths.socket, purpose)["ticket"])
         except ControlError as exc:
@@ -78,8 +90,16 @@ def running_gateway(profile_dir: Path) -> GatewayHandle | None:
         return None
     paths = GatewayPaths(profile_dir)
     endpoint = read_endpoint(paths)
-    if endpoint is None or not paths.socket.exists() or not gateway_runs(paths, endpoint.pid):
+    if endpoint is None:
         return None
+    holder = lock_holder(paths)
+    if holder is None:  # this system cannot tell who holds the lock: a live pid and a socket
+        if not pid_alive(endpoint.pid) or not paths.socket.exists():
+            return None
+    elif holder != endpoint.pid:
+        return None  # none runs (gateway.json is a crashed one's), or it is not ready yet
+    # The gateway runs, even if its control socket went missing: then asking it for a ticket
+    # fails, naming the socket, rather than the caller writing to the store beside it.
     return GatewayHandle(paths, endpoint)
 
 

@@ -194,3 +194,43 @@ def test_a_bad_setting_stops_the_start_naming_it_and_leaves_no_gateway_files(
         assert "Traceback" not in refused.stderr, args
         for name in ("gateway.json", "gateway.pid", "gateway.sock"):
             assert not (home / name).exists(), (args, name)
+
+
+def test_a_running_gateway_whose_socket_is_gone_is_not_written_beside(
+    home: Path, gateway: GatewayProcess, gw_env: dict[str, str]
+) -> None:
+    """With the control socket of a running gateway removed, ``hermes -q`` and a maintenance
+    command exit 1 naming the socket and how to restart, write nothing (they do not fall
+    back to writing the store embedded beside the gateway), and ``status`` says what is
+    wrong; with the socket back, the CLI attaches again."""
+    handle = gateway.start()
+    with handle.connect() as conn:
+        sid = conn.call("session.create", {"title": "kept"})["session_id"]
+    before = _versions(home)
+    moved = home / "moved.sock"
+    os.rename(home / "gateway.sock", moved)
+    try:
+        for args in (("-q", "nowhere to go"), ("sessions", "rename", sid, "changed")):
+            refused = hermes(gw_env, *args)
+            assert refused.returncode == 1, args
+            assert f"control socket {home / 'gateway.sock'} is missing" in refused.stderr
+            assert "hermes gateway stop, then hermes gateway start" in refused.stderr
+            assert "Traceback" not in refused.stderr
+        status = hermes(gw_env, "gateway", "status")
+        assert f"gateway running: pid {handle.endpoint.pid}" in status.stdout
+        assert "warning: it does not answer" in status.stdout
+        assert _versions(home) == before
+    finally:
+        os.rename(moved, home / "gateway.sock")
+    again = hermes(gw_env, "-r", sid, "-q", "back")
+    assert again.returncode == 0, again.stderr
+    assert gateway.terminate() == 0
+    with SessionEngine(home / "state.db") as engine:
+        state = engine.get(sid)
+        assert (state.title, state.message_count) == ("kept", 2)
+
+
+def _versions(home: Path) -> list[tuple[str, int]]:
+    with SessionEngine(home / "state.db") as engine:
+        rows = engine.store.connection().execute("SELECT id, version FROM sessions ORDER BY id")
+        return [(str(r[0]), int(r[1])) for r in rows.fetchall()]
