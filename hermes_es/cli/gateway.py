@@ -173,7 +173,12 @@ def _start(ctx: click.Context) -> dict[str, Any]:
         info = _endpoint_info(hermes.dir)
         if info is not None and info["pid"] == proc.pid:
             return {**info, "started": True, "log": str(paths.log)}
+        if info is not None and proc.poll() is not None:
+            return {**info, "started": False}  # a concurrent start's gateway is ready
         code = proc.poll()
+        if code is not None and _other_start(paths, proc.pid):
+            time.sleep(0.05)  # another start took the profile first: wait for that one
+            continue
         if code is not None:
             tail = paths.log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
             last = tail[-1] if tail else "no output"
@@ -182,6 +187,14 @@ def _start(ctx: click.Context) -> dict[str, Any]:
     raise GatewayCliError(
         f"the gateway did not become ready in {START_TIMEOUT:.0f} s (log: {paths.log})"
     )
+
+
+def _other_start(paths: Any, pid: int) -> bool:
+    """Whether a gateway other than ``pid`` holds the profile's lock (two starts raced)."""
+    from hermes_es.gateway.paths import lock_holder
+
+    holder = lock_holder(paths)
+    return bool(holder) and holder != pid
 
 
 @gateway_group.command("start")

@@ -234,3 +234,29 @@ def _versions(home: Path) -> list[tuple[str, int]]:
     with SessionEngine(home / "state.db") as engine:
         rows = engine.store.connection().execute("SELECT id, version FROM sessions ORDER BY id")
         return [(str(r[0]), int(r[1])) for r in rows.fetchall()]
+
+
+def test_concurrent_ensures_share_one_gateway(home: Path, gw_env: dict[str, str]) -> None:
+    """Three ``gateway ensure --json`` at once all exit 0 naming one gateway: one started it,
+    the others (whose own start lost the profile's lock) report it already running."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", ENTRY, "gateway", "ensure", "--json"],
+            env=gw_env,
+            cwd=home,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    outputs = [proc.communicate(timeout=90) for proc in procs]
+    try:
+        assert [proc.returncode for proc in procs] == [0, 0, 0], outputs
+        infos = [json.loads(out) for out, _ in outputs]
+        assert len({info["pid"] for info in infos}) == 1
+        assert sorted(info["started"] for info in infos)[-1] is True
+    finally:
+        stopped = hermes(gw_env, "gateway", "stop")
+    assert stopped.stdout.startswith("gateway stopped")
