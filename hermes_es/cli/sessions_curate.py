@@ -24,9 +24,9 @@ if TYPE_CHECKING:
 
 def _gateway(ctx: click.Context) -> GatewayHandle | None:
     """The profile's running gateway: it owns state.db, so curation goes through it."""
-    from hermes_es.gateway.client import running_gateway
+    from hermes_es.gateway.client import STARTING_WAIT_S, running_gateway
 
-    return running_gateway(get_hermes(ctx).dir)
+    return running_gateway(get_hermes(ctx).dir, starting_wait=STARTING_WAIT_S)
 
 
 def _engine(ctx: click.Context) -> SessionEngine:

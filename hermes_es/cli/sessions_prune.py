@@ -161,9 +161,9 @@ def prune_cmd(
     if not hermes.backend.exists():
         where = hermes.backend.location
         raise SessionNotFoundError(f"no store at {where}", subject=where)
-    from hermes_es.gateway.client import running_gateway
+    from hermes_es.gateway.client import STARTING_WAIT_S, running_gateway
 
-    gateway = running_gateway(hermes.dir)
+    gateway = running_gateway(hermes.dir, starting_wait=STARTING_WAIT_S)
     if gateway is None and not dry_run and not force:
         _check_holders(hermes.db_path, "prune", gateway_matters=True)
     conn = hermes.reader() if gateway is not None else hermes.engine().store.connection()

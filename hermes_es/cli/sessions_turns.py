@@ -26,9 +26,9 @@ def resolve_cmd(ctx: click.Context, session: str, discard: bool, turn: int) -> N
     if not discard:
         raise UsageError("say how to resolve it: --discard")
     hermes = get_hermes(ctx)
-    from hermes_es.gateway.client import running_gateway
+    from hermes_es.gateway.client import STARTING_WAIT_S, running_gateway
 
-    gateway = running_gateway(hermes.dir)
+    gateway = running_gateway(hermes.dir, starting_wait=STARTING_WAIT_S)
     if gateway is not None:
         resolved = gateway.http_call(
             "turn.resolve", {"session": session, "turn": turn, "resolution": "discard"}

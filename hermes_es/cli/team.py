@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hermes_es.gateway.client import GatewayHandle, running_gateway
+from hermes_es.gateway.client import STARTING_WAIT_S, GatewayHandle, running_gateway
 from hermes_es.gateway.failover import TAKEOVER_WAIT_S, wait_owner
 from hermes_es.terminal_text import clean
 
@@ -44,7 +44,7 @@ def team_dirs(hermes: Hermes) -> list[Path]:
 
 def team_gateway(hermes: Hermes) -> GatewayHandle | None:
     """The gateway the chat should use: the team's live owner, else the local one (or None)."""
-    local = running_gateway(hermes.dir)
+    local = running_gateway(hermes.dir, starting_wait=STARTING_WAIT_S)
     team = team_dirs(hermes)
     if not team:
         return local

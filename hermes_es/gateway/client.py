@@ -7,6 +7,7 @@ import itertools
 import json
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
@@ -84,23 +85,42 @@ class GatewayHandle:
         return Connection.open(self, client_kind, purpose=purpose)
 
 
-def running_gateway(profile_dir: Path) -> GatewayHandle | None:
-    """The gateway running for the profile, or None (also when ``HERMES_NO_GATEWAY=1``)."""
+STARTING_WAIT_S = 30.0
+"""How long a CLI command waits for a gateway that holds the profile but has not published
+``gateway.json`` yet (it is recovering), rather than write the store beside it."""
+
+
+def running_gateway(profile_dir: Path, *, starting_wait: float = 0.0) -> GatewayHandle | None:
+    """The gateway running for the profile, or None (also when ``HERMES_NO_GATEWAY=1``).
+
+    The gateway is the process holding the profile's lock. One that holds it without having
+    published ``gateway.json`` yet (starting: recovery, the sweep) is waited for up to
+    ``starting_wait`` seconds; after that (or at once, with 0) this is a GatewayError when
+    waiting was asked for, None otherwise.
+    """
     if os.environ.get(NO_GATEWAY_ENV, "") not in ("", "0"):
         return None
     paths = GatewayPaths(profile_dir)
-    endpoint = read_endpoint(paths)
-    if endpoint is None:
-        return None
-    holder = lock_holder(paths)
-    if holder is None:  # this system cannot tell who holds the lock: a live pid and a socket
-        if not pid_alive(endpoint.pid) or not paths.socket.exists():
-            return None
-    elif holder != endpoint.pid:
-        return None  # none runs (gateway.json is a crashed one's), or it is not ready yet
-    # The gateway runs, even if its control socket went missing: then asking it for a ticket
-    # fails, naming the socket, rather than the caller writing to the store beside it.
-    return GatewayHandle(paths, endpoint)
+    deadline = time.monotonic() + starting_wait
+    while True:
+        endpoint = read_endpoint(paths)
+        holder = lock_holder(paths)
+        if holder is None:  # this system cannot tell who holds the lock: a live pid and a socket
+            if endpoint is None or not pid_alive(endpoint.pid) or not paths.socket.exists():
+                return None
+            return GatewayHandle(paths, endpoint)
+        if endpoint is not None and holder == endpoint.pid:
+            # It runs, even if its control socket went missing: asking it for a ticket then
+            # fails, naming the socket, rather than the caller writing the store beside it.
+            return GatewayHandle(paths, endpoint)
+        if not holder or not pid_alive(holder) or starting_wait <= 0:
+            return None  # none runs (a gateway.json left is a crashed one's)
+        if time.monotonic() >= deadline:
+            raise GatewayError(
+                f"a gateway (pid {holder}) holds this profile but did not become ready within"
+                f" {starting_wait:.0f} s (its log: {paths.log})"
+            )
+        time.sleep(0.05)
 
 
 def _result(message: dict[str, Any]) -> Any:

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -260,3 +261,51 @@ def test_concurrent_ensures_share_one_gateway(home: Path, gw_env: dict[str, str]
     finally:
         stopped = hermes(gw_env, "gateway", "stop")
     assert stopped.stdout.startswith("gateway stopped")
+
+
+HOLD_LOCK = """
+import fcntl, sys, time
+handle = open(sys.argv[1], "a+")
+fcntl.flock(handle, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def _hold_lock(home: Path, seconds: float) -> subprocess.Popen[str]:
+    """A process holding the profile's gateway lock without publishing gateway.json (what a
+    gateway does while it recovers), for ``seconds``."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(home / "gateway.lock"), str(seconds)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "held\n"
+    return proc
+
+
+def test_the_cli_waits_for_a_gateway_that_holds_the_profile_but_is_not_ready(
+    home: Path, gw_env: dict[str, str]
+) -> None:
+    """While a process holds the profile's lock without a gateway.json naming it (a gateway
+    starting), ``hermes -q`` waits instead of writing the store beside it, and runs embedded
+    once the lock is free; a caller that gives up after its wait gets an error naming the
+    pid."""
+    from hermes_es.gateway.client import GatewayError, running_gateway
+
+    holder = _hold_lock(home, 3.0)
+    try:
+        with pytest.raises(GatewayError, match=f"pid {holder.pid}.* did not become ready"):
+            running_gateway(home, starting_wait=0.3)
+        assert running_gateway(home) is None  # without a wait: none is ready
+        began = time.monotonic()
+        ran = hermes(gw_env, "-q", "after the start")
+        waited = time.monotonic() - began
+    finally:
+        holder.kill()
+        holder.communicate(timeout=10)
+    assert ran.returncode == 0, ran.stderr
+    assert waited >= 2.0, f"it ran after {waited:.1f} s, while the lock was held"
+    with SessionEngine(home / "state.db") as engine:
+        [(sid,)] = engine.store.connection().execute("SELECT id FROM sessions").fetchall()
+        assert engine.get(sid).message_count == 2
