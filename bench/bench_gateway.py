@@ -1,10 +1,15 @@
 """Gateway benchmarks: the group-commit writer, end to end over WebSockets, CLI start-up.
 
-1. ``writer``: ``--sessions`` threads (default 32), each appending ``--messages`` messages to its
-   own session, one use case per message, through the group-commit writer (in process, no
-   sockets): messages committed per second, the process CPU time per message, the writer
-   thread's own CPU time per message and the use cases per commit (mean, p10/p50/p90, max);
+1. ``writer``: ``--sessions`` sessions (default 32), each appending ``--messages`` messages,
+   one use case per message, through the group-commit writer (in process, no sockets):
+   messages committed per second, the process CPU time per message, the writer thread's own
+   CPU time per message and the use cases per commit (mean, p10/p50/p90, max). The headline
+   (``writer_msgs_per_s``) submits every session's use cases from one asyncio event loop
+   (``submit_async``), as the gateway does; ``writer_threads_msgs_per_s`` runs one OS thread
+   per session blocking in ``GroupWriter.call`` (the turn threads' way), with
    ``direct_wake_*``: the same with the writer waking its callers itself (no waker thread).
+   The grouped runs use the gateway process's interpreter settings (GIL switch interval,
+   garbage collector thresholds, the set-up frozen: ``hermes_es.gateway.server``).
    Floors in the same run: raw APSW with one message (+ FTS row) per transaction and the raw batched
    insert (100 per transaction) as the ceiling; the embedded engine (one transaction per
    append, same threads) for reference. ``writer_turns`` is the turn-shaped workload: what the
@@ -34,6 +39,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import gc
 import json
 import math
 import os
@@ -45,7 +52,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -53,10 +60,11 @@ from typing import Any
 import apsw
 
 from bench.common import emit, latency_summary, log, ratio
-from hermes_es.commands.engine import SessionEngine
+from hermes_es.commands.engine import SessionEngine, to_draft
 from hermes_es.commands.group_engine import GroupCommitEngine
 from hermes_es.commands.writer import GroupWriter
 from hermes_es.gateway.client import running_gateway
+from hermes_es.gateway.server import GC_THRESHOLDS, SWITCH_INTERVAL_S
 
 BENCH = "bench_gateway"
 ENTRY = "from hermes_es.cli import main; main()"
@@ -160,6 +168,38 @@ def _threads_append(
     return n / wall, cpu / n * 1e6
 
 
+def _loop_append(
+    engine: GroupCommitEngine,
+    sessions: int,
+    messages: int,
+    on_start: Callable[[], None] | None = None,
+) -> tuple[float, float]:
+    """As ``_threads_append``, but every session's use cases are submitted from one asyncio
+    event loop (``GroupWriter.submit_async``, pure), as the gateway submits its writes: each
+    session awaits its append before it submits the next. Messages per second and process
+    CPU µs per message."""
+    sids = [engine.start_session("cli", cwd="/tmp") for _ in range(sessions)]
+    if on_start is not None:
+        on_start()
+    writer = engine.writer
+
+    async def session(sid: str) -> None:
+        for n in range(messages):
+            draft = to_draft({"role": "user", "content": f"{n} {TEXT}"})
+            await writer.submit_async(
+                partial(SessionEngine.append_turn, engine, sid, [draft]), pure=True
+            )
+
+    async def run() -> tuple[float, float]:
+        start, cpu = time.perf_counter(), time.process_time()
+        await asyncio.gather(*(session(sid) for sid in sids))
+        return time.perf_counter() - start, time.process_time() - cpu
+
+    wall, cpu = asyncio.run(run())
+    n = sessions * messages
+    return n / wall, cpu / n * 1e6
+
+
 def _threads_turns(engine: GroupCommitEngine, sessions: int, turns: int) -> tuple[float, float]:
     """The gateway's use cases per turn (admit, start, user message, reply, finish), each
     through the writer: messages per second and process CPU µs per message (2 a turn)."""
@@ -200,11 +240,34 @@ class _DirectWakeWriter(GroupWriter):
         return self
 
 
+@contextlib.contextmanager
+def _as_gateway_process() -> Iterator[None]:
+    """The interpreter settings the gateway process runs its writer under
+    (``hermes_es.gateway.server``: GIL switch interval, garbage collector thresholds; the
+    caller freezes what its set-up loaded, ``gc.freeze``), restored afterwards."""
+    interval, thresholds = sys.getswitchinterval(), gc.get_threshold()
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    gc.set_threshold(*GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
+        sys.setswitchinterval(interval)
+
+
 def _grouped(
-    path: Path, sessions: int, messages: int, *, direct_wake: bool = False
+    path: Path,
+    sessions: int,
+    messages: int,
+    *,
+    direct_wake: bool = False,
+    callers: str = "threads",
 ) -> tuple[float, float, float, int, int, dict[int, int]]:
     """The appends through a group-commit engine: msg/s, process CPU µs/msg, writer thread
-    CPU µs/msg, commits, use cases, use cases per commit (counted from the first append)."""
+    CPU µs/msg, commits, use cases, use cases per commit (counted from the first append).
+    ``callers``: ``threads`` (one OS thread per session blocking in ``GroupWriter.call``) or
+    ``loop`` (every session on one event loop, ``submit_async``, as the gateway submits)."""
     grouped = GroupCommitEngine(path)
     if direct_wake:
         grouped.writer.stop()
@@ -216,8 +279,11 @@ def _grouped(
         def mark() -> None:  # the appends start: what the writer did so far is set-up
             at_start.update(cpu=_thread_cpu(tid), sizes=dict(grouped.writer.group_sizes))
             at_start.update(groups=grouped.writer.groups, jobs=grouped.writer.jobs)
+            gc.freeze()  # as the gateway once it is ready
 
-        rate, cpu = _threads_append(grouped, sessions, messages, mark)
+        append = _loop_append if callers == "loop" else _threads_append
+        with _as_gateway_process():
+            rate, cpu = append(grouped, sessions, messages, mark)
         writer_cpu = (_thread_cpu(tid) - at_start["cpu"]) / (sessions * messages) * 1e6
         groups = grouped.writer.groups - at_start["groups"]
         jobs = grouped.writer.jobs - at_start["jobs"]
@@ -237,7 +303,10 @@ def bench_writer(tmp: Path, sessions: int, messages: int) -> None:
     floor = _raw_floor(tmp / "raw1.db", n, 1)
     ceiling = _raw_floor(tmp / "raw100.db", n, 100)
     log(f"writer: raw floor {floor:,.0f}/s, batched ceiling {ceiling:,.0f}/s")
-    rate, cpu, writer_cpu, groups, jobs, sizes = _grouped(tmp / "group.db", sessions, messages)
+    rate, cpu, writer_cpu, groups, jobs, sizes = _grouped(
+        tmp / "loop.db", sessions, messages, callers="loop"
+    )
+    threads = _grouped(tmp / "group.db", sessions, messages)
     direct = _grouped(tmp / "direct.db", sessions, messages, direct_wake=True)
     embedded = SessionEngine(tmp / "embedded.db")
     try:
@@ -250,6 +319,7 @@ def bench_writer(tmp: Path, sessions: int, messages: int) -> None:
         "writer_msgs_per_s",
         value=rate,
         unit="msg/s",
+        callers="one event loop (submit_async), as the gateway submits",
         floor=floor,
         ratio=ratio(rate, floor),
         target=2.0,
@@ -264,13 +334,30 @@ def bench_writer(tmp: Path, sessions: int, messages: int) -> None:
         writer_thread_cpu_us_per_msg=round(writer_cpu, 1),
         floor_cpu_us_per_msg=round(floor_cpu, 1),
         cpu_ratio=ratio(floor_cpu, cpu),
+    )
+    t_rate, t_cpu, t_writer_cpu, t_groups, t_jobs, t_sizes = threads
+    emit(
+        BENCH,
+        "writer_threads_msgs_per_s",
+        value=t_rate,
+        unit="msg/s",
+        callers="one OS thread per session blocking in GroupWriter.call",
+        floor=floor,
+        ratio=ratio(t_rate, floor),
+        sessions=sessions,
+        messages=n,
+        use_cases_per_commit=round(t_jobs / max(t_groups, 1), 2),
+        group_sizes=_size_summary(t_sizes),
+        cpu_us_per_msg=round(t_cpu, 1),
+        writer_thread_cpu_us_per_msg=round(t_writer_cpu, 1),
+        cpu_ratio=ratio(floor_cpu, t_cpu),
         direct_wake_msgs_per_s=round(direct[0], 1),
         direct_wake_ratio=ratio(direct[0], floor),
         direct_wake_cpu_us_per_msg=round(direct[1], 1),
         direct_wake_writer_thread_cpu_us_per_msg=round(direct[2], 1),
         embedded_msgs_per_s=round(plain, 1),
         embedded_cpu_us_per_msg=round(plain_cpu, 1),
-        vs_embedded=ratio(rate, plain),
+        vs_embedded=ratio(t_rate, plain),
     )
     turns = max(1, messages // 2)
     shaped = GroupCommitEngine(tmp / "turns.db")
@@ -280,8 +367,9 @@ def bench_writer(tmp: Path, sessions: int, messages: int) -> None:
     finally:
         shaped.close()
     log(
-        f"writer: {rate:,.0f} msg/s one use case each ({direct[0]:,.0f} waking callers on the"
-        f" writer thread); turn-shaped {turn_rate:,.0f} msg/s"
+        f"writer: {rate:,.0f} msg/s one use case each from one event loop; {t_rate:,.0f} from"
+        f" {sessions} threads ({direct[0]:,.0f} waking them on the writer thread); turn-shaped"
+        f" {turn_rate:,.0f} msg/s"
     )
     emit(
         BENCH,

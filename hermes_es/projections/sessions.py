@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from itertools import compress
-from operator import ne
+from operator import itemgetter, ne
 
 import apsw
+from msgspec.structs import astuple
 
 from hermes_es import events as ev
 from hermes_es.aggregates.state import SessionState, encode_state
@@ -58,7 +59,9 @@ class SessionsProjector:
             f" ON CONFLICT (id) DO UPDATE SET {updates}"
         )
         self._root = f"SELECT root_id FROM {prefix}sessions WHERE id = ?"
-        self._updates: dict[tuple[int, ...], str] = {}
+        self._updates: dict[tuple[int, ...], tuple[str, list[int], list[int]]] = {}
+        """Per set of changed columns: its UPDATE, where each value sits in the diffed
+        values, and which of them are flags (written as integers)."""
         self._previews: dict[str, str] = {}
         self._started: dict[str, tuple[str, str, str, str]] = {}
         """START_COLUMNS values of sessions started in the batch being applied."""
@@ -147,15 +150,28 @@ class SessionsProjector:
                 conn.execute(self._upsert, (*row_of(state, root), *started))
                 continue
             # Compare the plain values (the head is always rewritten: the version changed),
-            # then encode only what is written.
-            new = _values(state, root)
-            previous = _values(old, root)
-            changed = tuple(compress(_DIFFED, map(ne, previous[1:], new[1:])))
-            sql = self._updates.get(changed)
-            if sql is None:
+            # then encode only what is written. The fields are read in C (``astuple``); the
+            # columns an append rarely changes are compared as one tuple (unchanged fields
+            # are the same objects: equal at once), column by column only when they differ.
+            # The root is the same on both sides.
+            new = astuple(state)
+            previous = astuple(old)
+            if _COLD_OF(previous) == _COLD_OF(new):
+                changed = tuple(compress(_HOT, map(ne, _HOT_OF(previous), _HOT_OF(new))))
+            else:
+                changed = tuple(compress(_DIFFED, map(ne, _DIFFED_OF(previous), _DIFFED_OF(new))))
+            update = self._updates.get(changed)
+            if update is None:
                 sets = ", ".join(f"{COLUMNS[i]} = ?" for i in (*changed, _HEAD))
-                sql = self._updates[changed] = f"UPDATE {self.p}sessions SET {sets} WHERE id = ?"
-            values = [new[i] for i in changed]
+                update = self._updates[changed] = (
+                    f"UPDATE {self.p}sessions SET {sets} WHERE id = ?",
+                    [_FIELDS.index(COLUMNS[i]) for i in changed],
+                    [k for k, i in enumerate(changed) if i in _BOOLS],
+                )
+            sql, picks, bools = update
+            values = [new[k] for k in picks]
+            for k in bools:  # stored as integers (PostgreSQL's columns are bigint)
+                values[k] = int(values[k])
             if _TOOLS in changed:
                 tools = state.tools
                 values[changed.index(_TOOLS)] = None if tools is None else json.dumps(tools)
@@ -182,8 +198,22 @@ def _write_run(conn: apsw.Connection, sql: str, rows: list[tuple[object, ...]]) 
 
 _HEAD = COLUMNS.index("head")
 _TOOLS = COLUMNS.index("tools")
-_DIFFED = range(1, _HEAD)
-"""Columns compared between the row as it stands and the new state (not id, not head)."""
+_ROOT = COLUMNS.index("root_id")
+_DIFFED = tuple(i for i in range(1, _HEAD) if i != _ROOT)
+"""Columns compared between the row as it stands and the new state (not id, not head, not
+the root: it is looked up, the same for both)."""
+_FIELDS = SessionState.__struct_fields__
+_DIFFED_OF = itemgetter(*(_FIELDS.index(COLUMNS[i]) for i in _DIFFED))
+"""The diffed columns' values, in ``_DIFFED`` order, from ``astuple(state)``."""
+_APPEND_CHANGES = (
+    "last_active", "message_count", "active_count", "tokens_in", "tokens_out", "version",
+    "display_version", "preview",
+)  # fmt: skip
+_HOT = tuple(sorted(COLUMNS.index(c) for c in _APPEND_CHANGES))
+"""The columns an append changes (in column order, as ``_DIFFED``)."""
+_HOT_OF = itemgetter(*(_FIELDS.index(COLUMNS[i]) for i in _HOT))
+_COLD_OF = itemgetter(*(_FIELDS.index(COLUMNS[i]) for i in _DIFFED if i not in _HOT))
+_BOOLS = frozenset(COLUMNS.index(c) for c in ("ended", "pinned", "hidden", "refresh_pending"))
 
 
 def _values(state: SessionState, root_id: str) -> tuple[object, ...]:
