@@ -151,30 +151,33 @@ class Store:
         scope.merge()
         return result
 
-    def write_deferred(self) -> None:
+    def write_deferred(self, *, savepoint: bool = True) -> None:
         """Write what the group's deferred use cases decided: their events, then every
         projection, in one savepoint (on failure it is rolled back, nothing of it stays,
-        the group's loaded heads are forgotten, and the error propagates)."""
+        the group's loaded heads are forgotten, and the error propagates).
+
+        ``savepoint=False``: nothing was written in the group's transaction yet, so no
+        savepoint is opened (SQLite would copy every page the rows touch into its
+        sub-journal); a failure then raises ``DeferredWriteFailed``, which leaves the whole
+        transaction to roll back (the caller runs the group again).
+        """
         group: _Group | None = getattr(self._local, "group", None)
         if group is None or not group.pending:
             return
         conn = self.datastore.connection()
         projections = self.projections
         mark = projections.mark()
-        pending = group.pending
-        states = group.states
+        if not savepoint:
+            try:
+                self._write_pending(conn, group)
+            except BaseException as exc:
+                projections.undo_to(mark)
+                group.forget()
+                raise DeferredWriteFailed(str(exc)) from exc
+            return
         conn.execute("SAVEPOINT hermes_deferred")
         try:
-            with translated_errors():
-                positions = self.recorder._insert_rows(
-                    conn, [(s, v, e.topic, ev.encode(e)) for s, v, e in pending]
-                )
-                changes = [
-                    Change(position=p, stream=s, version=v, event=e)
-                    for p, (s, v, e) in zip(positions, pending, strict=True)
-                ]
-                touched = {s: states[s] for s, _, _ in pending}
-                projections.apply(conn, changes, touched, group.before)
+            self._write_pending(conn, group)
             conn.execute("RELEASE hermes_deferred")
         except BaseException:
             if conn.in_transaction:
@@ -183,6 +186,20 @@ class Store:
             projections.undo_to(mark)
             group.forget()
             raise
+
+    def _write_pending(self, conn: apsw.Connection, group: _Group) -> None:
+        pending = group.pending
+        states = group.states
+        with translated_errors():
+            positions = self.recorder._insert_rows(
+                conn, [(s, v, e.topic, ev.encode(e)) for s, v, e in pending]
+            )
+            changes = [
+                Change(position=p, stream=s, version=v, event=e)
+                for p, (s, v, e) in zip(positions, pending, strict=True)
+            ]
+            touched = {s: states[s] for s, _, _ in pending}
+            self.projections.apply(conn, changes, touched, group.before)
         group.before.update(touched)  # the rows now stand as the decided states
         pending.clear()
 
@@ -327,6 +344,11 @@ class Batch:
             self.before[sid] = msgspec.structs.replace(touched[sid])
         self._pending.clear()
         return changes
+
+
+class DeferredWriteFailed(Exception):
+    """Writing a group's deferred rows failed with no savepoint around them: the group's
+    transaction must roll back as a whole (``Store.write_deferred(savepoint=False)``)."""
 
 
 class NeedsConnection(BaseException):

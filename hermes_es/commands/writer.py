@@ -35,7 +35,7 @@ from typing import Any, TypeVar, cast
 
 from eventsourcing.persistence import OperationalError
 
-from hermes_es.commands.unit_of_work import NeedsConnection, Store
+from hermes_es.commands.unit_of_work import DeferredWriteFailed, NeedsConnection, Store
 from hermes_es.errors import HermesError, StoreBusyError, StoreError
 from hermes_es.projections.base import Change
 
@@ -477,23 +477,18 @@ class GroupWriter:
 
     def _run_group(self, jobs: list[_Job]) -> None:
         try:
-            with self._group() as stored:
-                deferring = getattr(self.store, "run_deferred", None) is not None
-                since_write: list[_Job] = []
-                """The deferred use cases whose events are not written yet (with the ones
-                they refused, in order: what is run again if writing them fails)."""
-                for job in jobs:
-                    if job.pure and deferring and self._run_deferred(job):
-                        since_write.append(job)
-                        continue
-                    # It reads or writes through the connection: first write what the group
-                    # decided so far, then run it in its own savepoint.
-                    self._write_deferred(since_write)
-                    since_write = []
-                    self._run_in_savepoint(job)
-                    if deferring:
+            try:
+                with self._group() as stored:
+                    self._run_jobs(jobs)
+            except DeferredWriteFailed:
+                # The group's first batched write failed, with no savepoint around it: the
+                # whole transaction rolled back. Every use case runs again, each in its own
+                # savepoint, in a new transaction.
+                log.warning("writing a group's deferred use cases failed; running them one by one")
+                with self._group() as stored:
+                    for job in jobs:
+                        self._run_in_savepoint(job)
                         self.store.forget_deferred_heads()
-                self._write_deferred(since_write)
         except BaseException as exc:
             # The commit itself failed: nothing of this group is stored.
             failure = _commit_error(self.store, exc)
@@ -506,6 +501,28 @@ class GroupWriter:
         self.group_sizes[len(jobs)] = self.group_sizes.get(len(jobs), 0) + 1
         # Only now: every acknowledgement follows the commit.
         _deliver(jobs, self._inbox, self._listeners, stored, self._waker)
+
+    def _run_jobs(self, jobs: list[_Job]) -> None:
+        deferring = getattr(self.store, "run_deferred", None) is not None
+        since_write: list[_Job] = []
+        """The deferred use cases whose events are not written yet (with the ones they
+        refused, in order: what is run again if writing them fails)."""
+        wrote = False
+        """Something was written in the group's transaction (later writes need a savepoint
+        of their own to fail alone)."""
+        for job in jobs:
+            if job.pure and deferring and self._run_deferred(job):
+                since_write.append(job)
+                continue
+            # It reads or writes through the connection: first write what the group decided
+            # so far, then run it in its own savepoint.
+            wrote = self._write_deferred(since_write, wrote) or wrote
+            since_write = []
+            self._run_in_savepoint(job)
+            wrote = True
+            if deferring:
+                self.store.forget_deferred_heads()
+        self._write_deferred(since_write, wrote)
 
     def _run_in_savepoint(self, job: _Job) -> None:
         job.result, job.error = None, None
@@ -527,15 +544,21 @@ class GroupWriter:
         self.deferred += 1
         return True
 
-    def _write_deferred(self, since_write: list[_Job]) -> None:
-        """Write the events the deferred use cases decided (one ``executemany`` per table).
+    def _write_deferred(self, since_write: list[_Job], wrote: bool) -> bool:
+        """Write the events the deferred use cases decided (one ``executemany`` per table);
+        True when there were any.
 
         Should that fail (it should not: the writer holds the write lock and decided every
         version itself), it is rolled back and those use cases run again, each in its own
-        savepoint, so one refusal still does not undo the others.
+        savepoint, so one refusal still does not undo the others. The group's first write
+        (``wrote`` False) has no savepoint of its own: its failure rolls the whole
+        transaction back (``DeferredWriteFailed``) and ``_run_group`` runs the group again.
         """
         if not since_write:
-            return
+            return False
+        if not wrote:
+            self.store.write_deferred(savepoint=False)
+            return True
         try:
             self.store.write_deferred()
         except Exception:
@@ -543,6 +566,7 @@ class GroupWriter:
             for job in since_write:
                 self._run_in_savepoint(job)
             self.store.forget_deferred_heads()
+        return True
 
 
 def _commit_error(store: Store, exc: BaseException) -> BaseException:

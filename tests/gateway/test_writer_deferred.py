@@ -162,6 +162,71 @@ def test_writing_the_deferred_rows_fails_then_each_use_case_runs_in_its_savepoin
     assert all(d.equal for d in verify(gce.db_path))
 
 
+def test_a_failed_write_after_a_savepoint_use_case_undoes_only_the_deferred_rows(
+    gce: GroupCommitEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The group's first write has no savepoint (its failure reruns the whole group); a
+    later one has its own: a use case already run in a savepoint is written once, the
+    deferred ones after it run again one by one."""
+    a = gce.start_session("cli")
+    b = gce.start_session("cli")
+    recorder = gce.store.recorder
+    real = recorder._insert_rows
+    calls: list[int] = []
+
+    def failing_once(conn: apsw.Connection, rows: Any) -> list[int]:
+        calls.append(len(rows))
+        if len(calls) == 1:
+            real(conn, rows)
+            raise apsw.ConstraintError("UNIQUE constraint failed: injected")
+        return real(conn, rows)
+
+    monkeypatch.setattr(recorder, "_insert_rows", failing_once)
+    out = _one_group(
+        gce,
+        (_append(gce, a, "in its savepoint"), False),
+        (_append(gce, a, "deferred a"), True),
+        (_append(gce, b, "deferred b"), True),
+    )
+    assert calls == [2]
+    assert out == [0, 1, 0]
+    assert _rows(gce.db_path, a) == [(0, "in its savepoint"), (1, "deferred a")]
+    assert _rows(gce.db_path, b) == [(0, "deferred b")]
+    assert all(d.equal for d in verify(gce.db_path))
+
+
+def test_a_failed_first_write_reruns_the_group_with_nothing_of_it_left(
+    gce: GroupCommitEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first write of a group (no savepoint) fails after its rows went in: the whole
+    transaction rolls back, every use case (the one that needs the connection too) runs
+    again in its own savepoint, each stored once."""
+    a = gce.start_session("cli")
+    recorder = gce.store.recorder
+    real = recorder._insert_rows
+    calls: list[int] = []
+
+    def failing_once(conn: apsw.Connection, rows: Any) -> list[int]:
+        calls.append(len(rows))
+        if len(calls) == 1:
+            real(conn, rows)
+            raise apsw.ConstraintError("UNIQUE constraint failed: injected")
+        return real(conn, rows)
+
+    monkeypatch.setattr(recorder, "_insert_rows", failing_once)
+    out = _one_group(
+        gce,
+        (_append(gce, a, "first"), True),
+        (_append(gce, a, "second"), True),
+        (_append(gce, a, "in its savepoint"), False),
+    )
+    assert calls == [2]
+    assert out == [0, 1, 2]
+    assert _rows(gce.db_path, a) == [(0, "first"), (1, "second"), (2, "in its savepoint")]
+    assert gce.get(a).message_count == 3
+    assert all(d.equal for d in verify(gce.db_path))
+
+
 def test_listeners_hear_the_deferred_changes_as_the_log_holds_them(
     gce: GroupCommitEngine,
 ) -> None:
