@@ -15,7 +15,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import apsw
 import msgspec
@@ -415,9 +415,12 @@ def _save_new(folder: Path, stem: str, extension: str, data: bytes) -> tuple[Pat
 
 
 def _connection(engine_or_conn: SessionEngine | apsw.Connection) -> apsw.Connection:
-    if isinstance(engine_or_conn, apsw.Connection):
-        return engine_or_conn
-    return engine_or_conn.store.connection()
+    """The read connection of an engine, or the connection given (an APSW one, or a server
+    store's ``PgConnection``, which only an engine's ``store`` tells apart)."""
+    store = getattr(engine_or_conn, "store", None)
+    if store is None:
+        return cast("apsw.Connection", engine_or_conn)
+    return cast("apsw.Connection", store.connection())
 
 
 def save_session(

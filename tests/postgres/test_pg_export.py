@@ -90,3 +90,18 @@ def test_backup_from_a_server_store_imports_and_deletes_after_verify(
         pg_server.drop(other)
     listed = json.loads(_hermes(pg_url, home, "sessions", "list", "--json"))
     assert [r["id"] for r in listed] == []
+
+
+def test_save_a_session_from_a_server_store_connection(tmp_path: Path, pg_url: str) -> None:
+    """``save_session`` (the chat's ``/save``) given the engine or the server store's own
+    connection writes the session's history."""
+    from hermes_es.commands.export import save_session
+
+    with SessionEngine.open(pg_url, actor="test") as eng:
+        sid = eng.start_session("cli", title="saved", cwd="")
+        eng.append_message(sid, "user", "worth a file")
+        by_engine = save_session(eng, sid, "md", tmp_path / "a.md")
+        by_conn = save_session(eng.store.connection(), sid, "md", tmp_path / "b.md")
+    assert by_engine.messages == by_conn.messages == 1
+    text = (tmp_path / "b.md").read_text()
+    assert "worth a file" in text and text == (tmp_path / "a.md").read_text()
