@@ -249,7 +249,7 @@ def create_app(state: GatewayState) -> Starlette:
             on_gone=gone,
             on_written=trace.written if trace is not None else None,
         )
-        client = Client(principal, kind, outbox.send)
+        client = Client(principal, kind, outbox.send, outbox.send_all)
         if trace is not None:
             client.on_answer = trace.answer
 

@@ -94,10 +94,18 @@ def rpc_error_for(exc: HermesError) -> RpcError:
 class Client:
     """One attached connection: its principal, its kind, its sessions and its outgoing frames."""
 
-    def __init__(self, principal: Principal, kind: str, send: Callable[[bytes], None]) -> None:
+    def __init__(
+        self,
+        principal: Principal,
+        kind: str,
+        send: Callable[[bytes], None],
+        send_all: Callable[[list[bytes]], None] | None = None,
+    ) -> None:
         self.principal = principal
         self.kind = kind
         self.send = send
+        self.send_all = send_all or self._send_each
+        """Sends several frames, in order (the connection's ``Outbox.send_all``)."""
         self.sessions: set[str] = set()
         self.created: set[str] = set()
         """Sessions this connection created (a worker may only touch these)."""
@@ -114,6 +122,10 @@ class Client:
         """The submission id of the answer about to be sent (``trace`` only)."""
         self.on_answer: Callable[[str, bytes], None] | None = None
         """The trace's hook for an answer frame (``trace`` only)."""
+
+    def _send_each(self, frames: list[bytes]) -> None:
+        for frame in frames:
+            self.send(frame)
 
     def answer_now(self, result: Any) -> None:
         """Send the answer to the request being run, before its handler resumes (which then
@@ -184,6 +196,11 @@ class SessionAuthority:
         """A session's head as the gateway's last use case of it left it (an admission, a
         turn's end), for its queue worker's next look: used only while it is still the
         committed one (``_known_head``), so the worker need not read it back."""
+        self._responding: list[
+            tuple[str, int, Chat, str, turn_steps.Begun, str, asyncio.Future[None]]
+        ] = []
+        """Turns started with their admissions by the current hand-back, to answer once it is
+        done (``_respond_started``)."""
         self._held: dict[str, list[bytes]] = {}
         """Sessions whose turn runs inline: its ``turn.stream`` frames, held until the
         session's next stored events go out (they are written with them, before them)."""
@@ -243,10 +260,11 @@ class SessionAuthority:
         held = self._held.get(session_id)
         if held:
             self._release(session_id, clients)
-        for event in events:  # encoded once, from the Struct: the same bytes to every client
-            frame = p.encode(p.Notification(method="session.event", params=event))
+        # encoded once, from the Struct: the same bytes to every client, in order
+        frames = [p.encode(p.Notification(method="session.event", params=e)) for e in events]
+        if frames:
             for client in list(clients):
-                client.send(frame)
+                client.send_all(frames)
         if events:
             self.published[session_id] = events[-1].sequence
 
@@ -301,9 +319,8 @@ class SessionAuthority:
             return
         frames = held[:]
         held.clear()
-        for frame in frames:
-            for client in list(clients or ()):
-                client.send(frame)
+        for client in list(clients or ()):
+            client.send_all(frames)
 
     def broadcast(self, method: str, params: dict[str, Any]) -> None:
         """A notification to every attached client (``gateway.draining``)."""
@@ -1000,9 +1017,21 @@ class SessionAuthority:
         if begun.error:  # the session refused the message: the turn is finished, failed
             self._inline_done(session_id, done, runnable=True)
             return
-        self.loop.call_soon(
-            self._respond_inline, session_id, turn, chat, planned.plan.prompt, begun, actor, done
-        )
+        if not self._responding:  # (one callback for the turns one hand-back started)
+            self.loop.call_soon(self._respond_started)
+        self._responding.append((session_id, turn, chat, planned.plan.prompt, begun, actor, done))
+
+    def _respond_started(self) -> None:
+        """Once the hand-back that started them is done (its answers written): answer the
+        turns it started, in the order it started them."""
+        started, self._responding = self._responding, []
+        for session_id, turn, chat, prompt, begun, actor, done in started:
+            try:
+                self._respond_inline(session_id, turn, chat, prompt, begun, actor, done)
+            except Exception:  # (one turn's failure must not keep the others waiting)
+                log.exception("session %s turn %d failed", session_id, turn)
+                self._held.pop(session_id, None)
+                self._inline_done(session_id, done, runnable=False)
 
     def _respond_inline(
         self,

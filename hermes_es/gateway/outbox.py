@@ -100,6 +100,23 @@ class Outbox:
             return
         self._write(frame)
 
+    def send_all(self, frames: list[bytes]) -> None:
+        """``send`` each of ``frames``, in order (the connection checked once for all of
+        them while it can take them straight away)."""
+        if self.gone:
+            return
+        wire = self.wire
+        if self.waiting is None and wire is not None:
+            written = wire.send_text_frames(frames)
+            if self.on_written is not None:
+                for frame in frames[:written]:
+                    self.on_written(frame)
+            if written == len(frames):
+                return
+            frames = frames[written:]
+        for frame in frames:
+            self.send(frame)
+
     def _write(self, frame: bytes) -> None:
         wire = self.wire
         if wire is not None and wire.send_text_frame(frame):

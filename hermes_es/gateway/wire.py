@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
@@ -262,3 +262,22 @@ class GatewayWebSocketProtocol(WebSocketsSansIOProtocol):
             return False
         self.transport.write(text_frame(payload))
         return True
+
+    def send_text_frames(self, payloads: Sequence[bytes]) -> int:
+        """``send_text_frame`` for each of ``payloads`` in order, the connection checked once
+        (its socket buffer before each): how many were written (the caller sends the rest
+        through ASGI)."""
+        if (
+            self.close_sent
+            or self.disconnected
+            or not self.handshake_complete
+            or self.conn.state is not State.OPEN
+            or self.conn.extensions
+        ):
+            return 0
+        writable, write = self.writable, self.transport.write
+        for index, payload in enumerate(payloads):
+            if not writable.is_set():
+                return index
+            write(text_frame(payload))
+        return len(payloads)

@@ -49,8 +49,14 @@ async def _serving(
         outbox = Outbox(websocket, limit=ask["limit"], on_gone=gone)
         stats["direct"] = outbox.wire is not None
         stats["most_waiting"] = 0
-        for n in range(ask["frames"]):
-            outbox.send(_frame(n))
+        batch = ask.get("batch", 1)
+        for first in range(0, ask["frames"], batch):
+            if batch == 1:
+                outbox.send(_frame(first))
+            else:  # several at once (a commit's events to one client)
+                outbox.send_all(
+                    [_frame(n) for n in range(first, min(first + batch, ask["frames"]))]
+                )
             stats["most_waiting"] = max(stats["most_waiting"], len(outbox.backlog))
         stats["suspended"] = outbox.waiting is not None or stats.get("gone", False)
         try:
@@ -65,15 +71,19 @@ async def _serving(
 
 
 @PROTOCOLS
-def test_frames_sent_from_a_callback_arrive_in_order_past_a_full_socket(protocol: Any) -> None:
-    """400 frames of 64 KiB sent in one go: the first ones are written at once, the rest wait
-    behind the write the full socket suspended, and the client reads every one, in order."""
+@pytest.mark.parametrize("batch", [1, 7], ids=["send", "send_all"])
+def test_frames_sent_from_a_callback_arrive_in_order_past_a_full_socket(
+    protocol: Any, batch: int
+) -> None:
+    """400 frames of 64 KiB sent in one go (one at a time, or seven at a time with
+    ``send_all``): the first ones are written at once, the rest wait behind the write the
+    full socket suspended, and the client reads every one, in order."""
     stats: dict[str, Any] = {}
     got: list[int] = []
 
     async def client(url: str) -> None:
         async with connect(url, max_size=2**20, compression=None) as ws:
-            await ws.send(json.dumps({"frames": 400, "limit": 10_000}))
+            await ws.send(json.dumps({"frames": 400, "limit": 10_000, "batch": batch}))
             for _ in range(400):
                 frame = await ws.recv()
                 assert len(frame) == FRAME + 6
