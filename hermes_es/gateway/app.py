@@ -275,13 +275,21 @@ def create_app(state: GatewayState) -> Starlette:
             if request is not None:
                 client.request_id = request.id
                 try:
-                    waiter = authority.admit_request(client, request)
+                    handed = authority.admit_request(client, request)
                 except RpcError as exc:
                     client.request_id = None
                     outbox.send(p.encode(p.error(request.id, exc.code, exc.message, **exc.data)))
                     return True
-                if waiter is not None:
-                    waiter.add_done_callback(lambda w: admitted(request, w, done))
+                except Exception as exc:  # (as ``_answer`` answers an unexpected failure)
+                    log.exception("method %s failed", request.method)
+                    client.request_id = None
+                    outbox.send(
+                        p.encode(p.error(request.id, p.INTERNAL_ERROR, f"internal error: {exc}"))
+                    )
+                    return True
+                if handed is not None:
+                    waiter, answered = handed
+                    waiter.add_done_callback(lambda w: admitted(request, w, answered, done))
                     return False
                 client.request_id = None
             task = run_eagerly(answer(body))
@@ -291,13 +299,19 @@ def create_app(state: GatewayState) -> Starlette:
             return False
 
         def admitted(
-            request: p.Request, waiter: asyncio.Future[Any], done: Callable[[], None]
+            request: p.Request,
+            waiter: asyncio.Future[Any],
+            answered: list[dict[str, Any]],
+            done: Callable[[], None],
         ) -> None:
             """An admission handed to the writer is over: answered by its hand-back, or failed
             (nothing admitted: the error is the answer)."""
             failure = None if waiter.cancelled() else waiter.exception()
             client.request_id = client.answered = None
-            if failure is not None:
+            if failure is None and not answered:  # committed, but its hand-back failed early
+                result = msgspec.to_builtins(waiter.result()[0][0])
+                outbox.send(p.encode(p.Response(id=request.id, result=result)))
+            elif failure is not None:
                 if isinstance(failure, HermesError):
                     error = rpc_error_for(failure)
                     response = p.error(request.id, error.code, error.message, **error.data)

@@ -1045,7 +1045,7 @@ class SessionAuthority:
     ) -> None:
         """The responder's answer to a turn started with its admission, then its end (as
         ``_inline_turn`` does after its ``begin``), with no task: the end's hand-back
-        finishes it (``_ended_inline``)."""
+        finishes it (``ended``; ``failed`` when the end could not be stored)."""
         error = ""
         dicts: list[dict[str, Any]] = []
         self._held[session_id] = []  # (its turn.stream items go out with the end)
@@ -1306,10 +1306,13 @@ class SessionAuthority:
             self.on_standby_write(str(result["session_id"]))
         return result
 
-    def admit_request(self, client: Client, request: p.Request) -> asyncio.Future[Any] | None:
-        """``prompt.submit`` on an owner with no task (``admit_now``): the writer's waiter,
-        or None when ``dispatch`` must run it (a standby). ``RpcError`` as ``dispatch``
-        raises it for a request refused before the writer."""
+    def admit_request(
+        self, client: Client, request: p.Request
+    ) -> tuple[asyncio.Future[Any], list[dict[str, Any]]] | None:
+        """``prompt.submit`` on an owner with no task (``admit_now``: the writer's waiter and
+        the list its hand-back puts the answer in), or None when ``dispatch`` must run it (a
+        standby). ``RpcError`` as ``dispatch`` raises it for a request refused before the
+        writer."""
         if self.role != "owner":
             return None
         try:
@@ -1317,10 +1320,9 @@ class SessionAuthority:
         except msgspec.ValidationError as exc:
             raise RpcError(p.INVALID_PARAMS, f"invalid params for {request.method}: {exc}") from exc
         try:
-            waiter, _answered = self.admit_now(client, params)
+            return self.admit_now(client, params)
         except HermesError as exc:
             raise rpc_error_for(exc) from exc
-        return waiter
 
     async def _call(self, client: Client, method: str, params: Any) -> Any:
         if method == "session.create":
