@@ -71,6 +71,10 @@ class Store:
         """
         scope: DeferredBatch | None = getattr(self._local, "scope", None)
         if scope is not None:
+            if scope.parent is None and not scope.states and not scope.pending:
+                # The use case's first block: it records into the use case's own scope
+                # (empty, so an error undoes it by emptying the scope), no batch of its own.
+                return cast("AbstractContextManager[Batch]", _FirstBlock(scope))
             return cast("AbstractContextManager[Batch]", DeferredBatch(self, scope.group, scope))
         return self._transaction()
 
@@ -408,6 +412,25 @@ def _own_copy(state: SessionState) -> SessionState:
     """A copy ``apply`` may fold into without changing ``state`` (it extends the active
     ranges in place; every other container it replaces)."""
     return msgspec.structs.replace(state, active=[list(r) for r in state.active])
+
+
+class _FirstBlock:
+    """The first ``transaction()`` block of a deferred use case (``Store.transaction``)."""
+
+    __slots__ = ("scope",)
+
+    def __init__(self, scope: DeferredBatch) -> None:
+        self.scope = scope
+
+    def __enter__(self) -> DeferredBatch:
+        scope = self.scope
+        scope.now = float(scope.store.clock())  # the block's time, as a batch of its own
+        return scope
+
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        if kind is not None:  # nothing of the block stays (the scope held nothing before)
+            self.scope.states.clear()
+            self.scope.pending.clear()
 
 
 class DeferredBatch:
