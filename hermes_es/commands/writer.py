@@ -12,7 +12,9 @@ projection rows are then written together, one ``executemany`` per table. A refu
 nothing, so it needs no savepoint either. A pure use case that reaches for the connection (a
 uid lookup, an error that checks the log) runs again in its own savepoint, after what the
 group decided so far was written; should writing the deferred rows ever fail, they are rolled
-back and their use cases run again, each in its own savepoint.
+back and their use cases run again, each in its own savepoint (the group's first write has no
+savepoint of its own: its failure rolls the whole transaction back, and every use case of the
+group runs again that way in a new one).
 
 Acknowledging is part of the writer's cost, so each kind of caller is woken the cheapest way
 it can be: a thread blocked in ``call`` waits on a plain lock the writer releases; the callers
