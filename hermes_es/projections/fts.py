@@ -361,15 +361,15 @@ def create_fts_sql(
 
 # -- filling a fresh index (a rebuild) --------------------------------------------------------
 
-FILL_OPTIONS = (("automerge", 0), ("crisismerge", 64), ("hashsize", 16 << 20))
+FILL_OPTIONS = (("automerge", 0), ("crisismerge", 64))
 """FTS5 options of an index a replay fills from nothing (``fill_options``). FTS5 writes the
-rows of each transaction as a new segment (and another each time ``hashsize`` bytes of them
-are pending) and, by default (``automerge`` 4), merges every four segments of a level into one
-of the next level as it goes: at 300,000 messages each posting was written five or six times
-over, about 40% of the index's CPU time. During a fill nothing is merged until a level holds
-``crisismerge`` segments; ``merge_step`` then merges them all into one segment, once the fill
-is done (``bench/README.md``, big_store, "Rebuild: the collector and the index merges")."""
-LIVE_OPTIONS = (("automerge", 4), ("crisismerge", 16), ("hashsize", 1 << 20))
+rows of each transaction as a new segment (and another each time a megabyte of them is
+pending) and, by default (``automerge`` 4), merges every four segments of a level into one of
+the next level as it goes, so each posting is written again at every level it climbs. During a
+fill nothing is merged until a level holds ``crisismerge`` segments (then all of them into
+one); ``merge_step`` merges what is left into one segment once the fill is done
+(``bench/README.md``, big_store, "Rebuild: the collector and the index merges")."""
+LIVE_OPTIONS = (("automerge", 4), ("crisismerge", 16))
 """FTS5's own defaults for those options, put back once a fill is merged (``live_options``):
 appends to a rebuilt index are merged as in an index that was never rebuilt."""
 MERGE_PAGES = 2000
