@@ -798,7 +798,8 @@ static void bm25_sized(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_co
 ** token is a hit when it equals one of exact's tokens or starts with one of prefixes'
 ** (each a list of query tokens separated by 0x1e, a byte no token holds). The tokens are the
 ** hermes tokenizer's in document mode without the colocated identifier tokens: the plain
-** tokens snippets.py cuts with. Text without a token: its first 120 characters. */
+** tokens snippets.py cuts with. Text without a token: its first 120 characters. size is at
+** least 1 (the search asks for 16). */
 
 typedef struct SnipTok {
   int start, end;

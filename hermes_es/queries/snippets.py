@@ -2,8 +2,9 @@
 
 ``Highlighter.snippet`` is the reference; the compiled build's ``hermes_snippet`` SQL function
 (``projections/_hermes_fts5.c``) cuts the same snippet in C inside the statement that reads the
-text (``Highlighter.sql``), so neither the text nor its tokens pass through Python: about 30 µs
-a snippet of a long message in Python, a few in C.
+text (``Highlighter.sql``), so neither the text nor its tokens pass through Python (3,000 texts of
+the 100,000-message bench store: ~100 µs a snippet in Python, ~30 µs in C counting a statement
+of its own, at a load of 6).
 """
 
 from __future__ import annotations
