@@ -496,37 +496,16 @@ class SessionAuthority:
             chat.recorded([plan.user], begun.version)
         # (The admissions the same commit answered are already written: the writer's
         # hand-back answers them before any waiter resumes.)
-        error = ""
-        dicts: list[dict[str, Any]] = []
         # The responder answers at once, with no I/O: what it streams goes out with the
         # turn's end (one write to each client for both, not two), still before the reply.
         self._held[session_id] = []
         try:
-            try:
-                answer = chat.respond(plan.prompt, on_event=self._streamer(session_id, turn))
-                dicts = answer.dicts
-            except HermesError as exc:
-                error = exc.message
-            except Exception as exc:  # an unexpected failure still finishes the turn
-                log.exception("session %s turn %d failed", session_id, turn)
-                error = f"internal error: {exc}"
-            display = chat.version
+            dicts, error = self._answer(chat, plan.prompt, session_id, turn)
+            end = self._end_step(chat, session_id, turn, dicts, error, begun, actor)
             if self.before_finish is not None:
                 await self.before_finish()
             try:
-                ended = await self.write(
-                    lambda: turn_steps.end(
-                        engine,
-                        session_id,
-                        turn,
-                        messages=dicts,
-                        actor=actor,
-                        user_seqs=begun.seqs,
-                        display_version=display,
-                        error=error,
-                    ),
-                    pure=True,
-                )
+                ended = await self.write(end, pure=True)
             except RpcError as exc:
                 log.error("session %s: cannot record turn %d: %s", session_id, turn, exc.message)
                 self.chats.pop(session_id, None)  # its window may hold what was not stored
@@ -535,16 +514,64 @@ class SessionAuthority:
         finally:  # what no commit has taken out yet (a failed end, no attached client)
             self._release(session_id, self.subscribers.get(session_id))
             self._held.pop(session_id, None)
-        if ended.outcome == "completed" and not ended.transcript_moved:
-            chat.recorded(dicts, ended.version)
-        elif ended.transcript_moved:
-            self.chats.pop(session_id, None)  # rebuilt from the log by its next turn
-        if ended.head is not None:  # (also for the next admission: ``_plan_with_admission``)
-            self._heads[session_id] = ended.head
+        self._settle(session_id, chat, dicts, ended)
         # Nothing may start as of the commit: done, without reading the head again. An
         # admission committed after it resumes its submitter after this task has ended
         # (waiters resume in commit order), whose kick then starts a new worker.
         return "ran" if ended.runnable else "idle"
+
+    def _answer(
+        self, chat: Chat, prompt: str, session_id: str, turn: int
+    ) -> tuple[list[dict[str, Any]], str]:
+        """The responder's answer to a started turn: its messages, or the error that finishes
+        the turn failed (an unexpected failure still finishes it)."""
+        try:
+            return chat.respond(prompt, on_event=self._streamer(session_id, turn)).dicts, ""
+        except HermesError as exc:
+            return [], exc.message
+        except Exception as exc:
+            log.exception("session %s turn %d failed", session_id, turn)
+            return [], f"internal error: {exc}"
+
+    def _end_step(
+        self,
+        chat: Chat,
+        session_id: str,
+        turn: int,
+        dicts: list[dict[str, Any]],
+        error: str,
+        begun: turn_steps.Begun,
+        actor: str,
+    ) -> Callable[[], turn_steps.Ended]:
+        """The use case that stores a turn's answer (or its error) and finishes it."""
+        engine, display = self.engine, chat.version
+
+        def end() -> turn_steps.Ended:
+            return turn_steps.end(
+                engine,
+                session_id,
+                turn,
+                messages=dicts,
+                actor=actor,
+                user_seqs=begun.seqs,
+                display_version=display,
+                error=error,
+            )
+
+        return end
+
+    def _settle(
+        self, session_id: str, chat: Chat, dicts: list[dict[str, Any]], ended: turn_steps.Ended
+    ) -> None:
+        """After a turn's end was stored: the kept window follows it, or is dropped to be
+        rebuilt from the log; the head is kept for the next admission
+        (``_plan_with_admission``)."""
+        if ended.outcome == "completed" and not ended.transcript_moved:
+            chat.recorded(dicts, ended.version)
+        elif ended.transcript_moved:
+            self.chats.pop(session_id, None)
+        if ended.head is not None:
+            self._heads[session_id] = ended.head
 
     def _admitted_actor(self, session_id: str, turn: int) -> str:
         known = self.admitted_by.pop((session_id, turn), None)
@@ -1046,41 +1073,15 @@ class SessionAuthority:
         """The responder's answer to a turn started with its admission, then its end (as
         ``_inline_turn`` does after its ``begin``), with no task: the end's hand-back
         finishes it (``ended``; ``failed`` when the end could not be stored)."""
-        error = ""
-        dicts: list[dict[str, Any]] = []
         self._held[session_id] = []  # (its turn.stream items go out with the end)
-        try:
-            answer = chat.respond(prompt, on_event=self._streamer(session_id, turn))
-            dicts = answer.dicts
-        except HermesError as exc:
-            error = exc.message
-        except Exception as exc:  # an unexpected failure still finishes the turn
-            log.exception("session %s turn %d failed", session_id, turn)
-            error = f"internal error: {exc}"
-        engine, display = self.engine, chat.version
-
-        def end() -> turn_steps.Ended:
-            return turn_steps.end(
-                engine,
-                session_id,
-                turn,
-                messages=dicts,
-                actor=actor,
-                user_seqs=begun.seqs,
-                display_version=display,
-                error=error,
-            )
+        dicts, error = self._answer(chat, prompt, session_id, turn)
+        end = self._end_step(chat, session_id, turn, dicts, error, begun, actor)
 
         def ended(outcome: turn_steps.Ended) -> None:
             self._after_write(session_id)
             self._release(session_id, self.subscribers.get(session_id))
             self._held.pop(session_id, None)
-            if outcome.outcome == "completed" and not outcome.transcript_moved:
-                chat.recorded(dicts, outcome.version)
-            elif outcome.transcript_moved:
-                self.chats.pop(session_id, None)  # rebuilt from the log by its next turn
-            if outcome.head is not None:
-                self._heads[session_id] = outcome.head
+            self._settle(session_id, chat, dicts, outcome)
             self._inline_done(session_id, done, runnable=bool(outcome.runnable))
 
         def failed(waiter: asyncio.Future[turn_steps.Ended]) -> None:
@@ -1095,7 +1096,7 @@ class SessionAuthority:
             self._inline_done(session_id, done, runnable=False)
 
         try:
-            waiter = engine.writer.submit_async(end, pure=True, then=ended)
+            waiter = self.engine.writer.submit_async(end, pure=True, then=ended)
         except RuntimeError as exc:  # the writer stopped (shut-down)
             log.error("session %s: cannot record turn %d: %s", session_id, turn, exc)
             self._held.pop(session_id, None)

@@ -91,6 +91,25 @@ class SlowModel:
         self.server.server_close()
 
 
+ENTRY = "from hermes_es.cli import main; main()"
+"""The real ``hermes`` program, as ``python -c ENTRY``."""
+
+
+def hermes(
+    env: dict[str, str], *args: str, timeout: float = 90
+) -> subprocess.CompletedProcess[str]:
+    """Run the real ``hermes`` program in ``HERMES_HOME``, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-c", ENTRY, *args],
+        env=env,
+        cwd=env["HERMES_HOME"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 @pytest.fixture
 def slow_model() -> Iterator[SlowModel]:
     """A slow OpenAI-compatible endpoint on 127.0.0.1."""

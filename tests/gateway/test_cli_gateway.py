@@ -13,24 +13,14 @@ import pexpect
 
 from hermes_es.commands.engine import SessionEngine
 from hermes_es.queries.history import session_history
-from tests.gateway.conftest import GatewayProcess, SlowModel, model_config, write_config
-
-ENTRY = "from hermes_es.cli import main; main()"
-
-
-def hermes(
-    env: dict[str, str], *args: str, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    """Run the real ``hermes`` program."""
-    return subprocess.run(
-        [sys.executable, "-c", ENTRY, *args],
-        env=env,
-        cwd=env["HERMES_HOME"],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+from tests.gateway.conftest import (
+    ENTRY,
+    GatewayProcess,
+    SlowModel,
+    hermes,
+    model_config,
+    write_config,
+)
 
 
 def _history(home: Path, sid: str) -> list[tuple[str, str]]:

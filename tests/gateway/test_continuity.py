@@ -4,30 +4,19 @@ a client that closed mid-turn finds the turn stored and replays what it missed."
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from hermes_es.commands.engine import SessionEngine
 from hermes_es.store.decoding import decode_row
-from tests.gateway.conftest import GatewayProcess, SlowModel, model_config, write_config
-
-ENTRY = "from hermes_es.cli import main; main()"
-
-
-def hermes(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """Run the real ``hermes`` program."""
-    return subprocess.run(
-        [sys.executable, "-c", ENTRY, *args],
-        env=env,
-        cwd=env["HERMES_HOME"],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
+from tests.gateway.conftest import (
+    GatewayProcess,
+    SlowModel,
+    hermes,
+    model_config,
+    write_config,
+)
 
 
 def _ids(home: Path) -> list[str]:

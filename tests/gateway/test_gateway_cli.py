@@ -3,25 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from hermes_es.config import legacy_reset_findings, load_config
-
-ENTRY = "from hermes_es.cli import main; main()"
-
-
-def hermes(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """Run the real ``hermes`` program."""
-    return subprocess.run(
-        [sys.executable, "-c", ENTRY, *args],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
+from tests.gateway.conftest import hermes
 
 
 def test_start_status_ensure_stop_per_profile(home: Path, gw_env: dict[str, str]) -> None:

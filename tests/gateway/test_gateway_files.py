@@ -19,22 +19,7 @@ import pytest
 
 from hermes_es.commands.engine import SessionEngine
 from hermes_es.gateway.paths import GatewayPaths, gateway_runs, lock_holder
-from tests.gateway.conftest import GatewayProcess
-
-ENTRY = "from hermes_es.cli import main; main()"
-
-
-def hermes(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """Run the real ``hermes`` program."""
-    return subprocess.run(
-        [sys.executable, "-c", ENTRY, *args],
-        env=env,
-        cwd=env["HERMES_HOME"],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
+from tests.gateway.conftest import ENTRY, GatewayProcess, hermes
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,25 +19,16 @@ import pytest
 
 from hermes_es.commands.engine import SessionEngine
 from hermes_es.gateway.client import running_gateway
-from tests.gateway.conftest import GatewayProcess, SlowModel, model_config, write_config
+from tests.gateway.conftest import (
+    ENTRY,
+    GatewayProcess,
+    SlowModel,
+    hermes,
+    model_config,
+    write_config,
+)
 
-ENTRY = "from hermes_es.cli import main; main()"
 GRACE = "sessions:\n  orphan_end_grace_s: 1\n"
-
-
-def hermes(
-    env: dict[str, str], *args: str, timeout: float = 90
-) -> subprocess.CompletedProcess[str]:
-    """Run the real ``hermes`` program."""
-    return subprocess.run(
-        [sys.executable, "-c", ENTRY, *args],
-        env=env,
-        cwd=env["HERMES_HOME"],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def _state(home: Path, sid: str) -> Any:
