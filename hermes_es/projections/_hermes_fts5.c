@@ -733,14 +733,19 @@ static Bm25 *bm25_data(const Fts5ExtensionApi *api, Fts5Context *fts, int *rc, i
   if (*rc == SQLITE_OK) d->avgdl = (double)tokens / (double)rows;
   if (nGiven != n) nGiven = 0;
   for (i = 0; i < nGiven; i++) {
-    if (sqlite3_value_type(given[i]) != SQLITE_INTEGER) nGiven = 0;
+    int type = sqlite3_value_type(given[i]);
+    if (type != SQLITE_INTEGER && type != SQLITE_FLOAT) nGiven = 0;
   }
   for (i = 0; *rc == SQLITE_OK && i < n; i++) {
-    sqlite3_int64 hits = 0;
-    if (nGiven) hits = sqlite3_value_int64(given[i]);
-    else *rc = api->xQueryPhrase(fts, i, &hits, count_row);
+    sqlite3_int64 counted = 0;
+    double hits = 0.0;
+    if (nGiven) hits = sqlite3_value_double(given[i]);
+    else *rc = api->xQueryPhrase(fts, i, &counted, count_row);
+    if (!nGiven) hits = (double)counted;
     if (*rc == SQLITE_OK) {
-      double idf = log((rows - hits + 0.5) / (hits + 0.5));
+      /* (double)rows - hits: bm25()'s integer difference for a count (exact below 2^53),
+      ** and bm25.py's float one for an estimate (float rows and hits) */
+      double idf = log(((double)rows - hits + 0.5) / (hits + 0.5));
       d->idf[i] = idf <= 0.0 ? 1e-6 : idf;
     }
   }
@@ -754,7 +759,8 @@ static Bm25 *bm25_data(const Fts5ExtensionApi *api, Fts5Context *fts, int *rc, i
 ** the same value to the bit (tests/queries/test_compiled_search.py checks), with the row's
 ** length read from sz (its messages_fts_docsize blob; anything else: from FTS5) instead of
 ** FTS5's per-row look-up, and each phrase's matching rows, when given for every phrase as
-** integers, taken instead of counted (the search counts them cheaper: a one-word query's
+** numbers (an integer count, or a real estimate as queries/bm25.py makes it), taken instead
+** of counted (the search counts them cheaper: a one-word query's
 ** count it made anyway, a word's rows in the fts5vocab table). FTS5 keeps one auxiliary
 ** data per function and cursor: calls of one statement share the first call's statistics. */
 static void bm25_sized(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_context *ctx,

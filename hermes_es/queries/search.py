@@ -36,7 +36,7 @@ from hermes_es.queries.identifiers import identifier_terms
 from hermes_es.queries.listing import DEFAULT_HIDDEN_SOURCES
 from hermes_es.queries.search_plan import FusedPlan, fused_plan, window_samples
 from hermes_es.queries.snippets import SNIPPET_CLOSE, SNIPPET_OPEN, Highlighter
-from hermes_es.queries.term_sample import TermSamples
+from hermes_es.queries.term_sample import TermSamples, index_totals
 
 CANDIDATE_WINDOW = 2000
 """How many most-recent matches the bounded plan ranks before widening."""
@@ -170,18 +170,32 @@ def hits_from(
 _FUSED = (
     "WITH n AS MATERIALIZED (SELECT count(*) AS cnt, min(rowid) AS oldest FROM (SELECT rowid"
     " FROM messages_fts WHERE messages_fts MATCH ?1{order} LIMIT ?2)),"
+    " h AS MATERIALIZED ({hits}),"
     " c AS (SELECT {score} AS b, rowid AS rid FROM messages_fts"
     " WHERE messages_fts MATCH ?1"
-    " AND rowid >= (SELECT CASE WHEN cnt <= ?3 THEN -9223372036854775808"
-    " ELSE 9223372036854775807 END FROM n)"
+    " AND rowid >= (SELECT CASE WHEN hits IS NOT NULL THEN -9223372036854775808"
+    " ELSE 9223372036854775807 END FROM h)"
     "{order} LIMIT ?4)"
-    " SELECT n.cnt, n.oldest, x.* FROM n LEFT JOIN (SELECT y.*,"
+    " SELECT h.cnt, h.oldest, h.hits IS NOT NULL, x.* FROM h LEFT JOIN (SELECT y.*,"
     " {text} FROM (SELECT t.b, m.id, m.session_id,"
     " m.seq, m.role, m.at, s.source, s.title, s.root_id, m.state, m.ord"
     " FROM (SELECT b, rid FROM c ORDER BY b, rid LIMIT ?5) t JOIN messages m ON m.id = t.rid"
     " JOIN sessions s ON s.id = m.session_id WHERE 1{where} ORDER BY t.b, t.rid LIMIT ?) y) x"
     " ON 1 ORDER BY x.b, x.id"
 )
+_GATED = "SELECT cnt, oldest, CASE WHEN cnt <= ?3 THEN cnt END AS hits FROM n"
+"""The statement ranks when the count passes the gate ``?3``, with the count as the rows."""
+_ESTIMATED = (
+    "SELECT cnt, oldest, CASE WHEN cnt < ?2 THEN cnt ELSE (SELECT CASE WHEN k < {span}"
+    " THEN n.cnt * ?3 / (max(k, n.cnt) * 1.0) END FROM (SELECT count(*) AS k FROM (SELECT 1"
+    " FROM messages_fts_docsize WHERE id >= n.oldest LIMIT {span}))) END AS hits FROM n"
+)
+"""A one-word query's rows for its idf, as the window plan takes them (``bm25._term_hits``):
+its count below the cap ``?2``; at the cap, estimated from the rows its newest matches span
+(counted up to ``SPAN_CAP``; ``?3`` is the index's row count); NULL beyond (the window plan
+then extrapolates). The same integer product and float division, so the same float."""
+
+
 _NEWEST_FIRST = " ORDER BY rowid DESC"
 _FUSED_TEXT = "(SELECT content FROM messages WHERE id = y.id)"
 
@@ -218,13 +232,15 @@ def fused_hits(
     where: str,
     params: list[object],
     terms: Sequence[Term] | None = None,
-) -> tuple[list[SearchHit], int, int]:
+) -> tuple[list[SearchHit], int, int, bool]:
     """One statement: count the newest matches (up to ``plan.count_cap``); when the count
-    passes ``plan.gate``, rank the newest ``plan.window`` with bm25 (FTS5's, or the compiled
-    build's ``hermes_bm25``: the same scores, ``bm25.scorer``), join the best ``top`` (-1: all)
-    to their details, keep the best ``limit`` that pass the filters (ties by row id) and cut
-    the snippets of only those. Returns the hits, the count and the oldest row id counted (a
-    failed gate: no hits, and bm25 never ran).
+    passes ``plan.gate`` (a one-word query with the compiled scorer: when its rows are known,
+    counted or estimated as the window plan estimates them), rank the newest ``plan.window``
+    with bm25 (FTS5's, or the compiled build's ``hermes_bm25``: the same scores,
+    ``bm25.scorer``), join the best ``top`` (-1: all) to their details, keep the best ``limit``
+    that pass the filters (ties by row id) and cut the snippets of only those. Returns the
+    hits, the count, the oldest row id counted and whether it ranked (if not: no hits, and
+    bm25 never ran).
 
     A several-term plan's gate is its window: the statement ranks only when every match is in
     the window, so it counts and ranks in row id order (FTS5's forward walk seeks the other
@@ -234,32 +250,39 @@ def fused_hits(
     text, snip = marker.sql(_FUSED_TEXT, 6) if marker.compiled else (_FUSED_TEXT, [])
     rows_sql, words = _phrase_rows(conn, plan, 6 + len(snip))
     order = _NEWEST_FIRST if plan.one_word else ""
+    estimated = plan.one_word and bool(rows_sql)
+    if estimated:
+        rows_sql = ["(SELECT hits FROM h)"]
+        hits = _ESTIMATED.format(span=int(bm25.SPAN_CAP))
+        third: int = index_totals(conn)[0]
+    else:
+        hits, third = _GATED, plan.gate
     score = bm25.scorer(conn, rows_sql)
-    sql = _FUSED.format(where=where, order=order, score=score, text=text)
+    sql = _FUSED.format(where=where, order=order, score=score, text=text, hits=hits)
     rows = conn.execute(
-        sql, [match, plan.count_cap, plan.gate, plan.window, top, *snip, *words, *params, limit]
+        sql, [match, plan.count_cap, third, plan.window, top, *snip, *words, *params, limit]
     ).fetchall()
-    found, oldest = int(rows[0][0]), int(rows[0][1] or 0)
-    if rows[0][3] is None:
-        return [], found, oldest
-    hits = [
+    found, oldest, ranked = int(rows[0][0]), int(rows[0][1] or 0), bool(rows[0][2])
+    if rows[0][4] is None:
+        return [], found, oldest, ranked
+    hits_found = [
         SearchHit(
-            session_id=r[4],
-            seq=r[5],
-            role=r[6],
-            snippet=_cut(marker, r[13]),
-            score=r[2],
-            at=r[7],
-            source=r[8],
-            title=r[9],
-            root_id=r[10],
-            state=r[11],
-            message_id=r[3],
-            ord=r[12],
+            session_id=r[5],
+            seq=r[6],
+            role=r[7],
+            snippet=_cut(marker, r[14]),
+            score=r[3],
+            at=r[8],
+            source=r[9],
+            title=r[10],
+            root_id=r[11],
+            state=r[12],
+            message_id=r[4],
+            ord=r[13],
         )
         for r in rows
     ]
-    return hits, found, oldest
+    return hits_found, found, oldest, ranked
 
 
 def _ranked(
@@ -343,13 +366,13 @@ def search_messages(
         if fused is not None:
             top = max(2 * limit, 16)
             found_by = (conn, query, match, fused)
-            hits, found, oldest = fused_hits(*found_by, top, limit, where, params, terms)
-            if found <= fused.gate:
+            hits, found, oldest, ranked = fused_hits(*found_by, top, limit, where, params, terms)
+            if ranked:
                 if len(hits) < limit and min(found, window) >= top:  # the filters left too few
-                    hits, _, _ = fused_hits(*found_by, -1, limit, where, params, terms)
+                    hits, _, _, _ = fused_hits(*found_by, -1, limit, where, params, terms)
                 if found <= window or len(hits) >= limit:
                     return hits
-            elif fused.one_word:
+            if fused.one_word:
                 counted = (found, oldest)
     else:
         samples = window_samples(conn, terms)

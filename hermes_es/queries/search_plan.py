@@ -15,7 +15,9 @@ window plan's statistics would be exact anyway, both give the same scores, so FT
   ``queries/term_sample.py``);
 * a one-word query (one token, no prefix) with fewer than ``COUNT_CAP`` matches: the window
   plan counts such a term exactly for its idf, so ``bm25()`` over the newest ``window``
-  matches gives the same scores for the same candidates.
+  matches gives the same scores for the same candidates. With the compiled scorer, a word at
+  the cap too: the statement estimates its rows as the window plan does and hands them to
+  ``hermes_bm25`` (``queries/search.py``, ``_ESTIMATED``).
 
 The count and the ranking are one statement (``FusedPlan``, ``queries/search.py``): its first
 part walks the newest matches up to the cap, and FTS5 ranks only when the count passes the gate

@@ -126,6 +126,49 @@ def test_hermes_bm25_with_given_rows_is_bm25(conn: apsw.Connection, words: list[
     assert all(s != b for b, s in scores["wrong"])  # the counts handed over are used
 
 
+def test_hermes_bm25_with_an_estimate_is_the_window_plans_float(conn: apsw.Connection) -> None:
+    """A phrase's rows handed over as a real (an estimate, as a one-word query at the count cap
+    gets) give ``queries/bm25.py``'s formula with that float, to the bit."""
+    rows, tokens = bm25.index_totals(conn)
+    for hits in (123.456, 7.0, rows * 0.75, 1e-3):
+        got = conn.execute(
+            f"SELECT hermes_bm25(messages_fts, {_SIZE}, ?2),"
+            " hermes_term_counts(messages_fts) FROM messages_fts WHERE messages_fts MATCH ?1",
+            ('"w7"', hits),
+        ).fetchall()
+        assert got
+        idf = bm25._idf(rows, hits)
+        for score, packed in got:
+            length, counts = bm25._unpack(packed)
+            assert score == bm25._bm25(length, counts, [idf], tokens / rows), hits
+
+
+def test_a_word_at_the_count_cap_is_ranked_by_one_statement(
+    conn: apsw.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A word with at least ``COUNT_CAP`` matches is ranked in the fused statement with its rows
+    estimated as the window plan estimates them: the same hits, order and floats as the window
+    plan, and no window page read in Python."""
+    monkeypatch.setattr(bm25, "COUNT_CAP", 30)
+    read: list[str] = []
+    original = bm25.Candidates.page
+
+    def page(self: bm25.Candidates, *args: object, **kwargs: object) -> object:
+        read.append(self.match)
+        return original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bm25.Candidates, "page", page)
+    for window, limit in ((20, 7), (10, 3), (20, 400)):
+        fused = search_messages(conn, "w1", limit=limit, window=window)
+        assert read == [] or limit > window, (window, limit)
+        read.clear()
+        reference = search_messages(conn, "w1", limit=limit, window=window, plan="window")
+        assert [(h.message_id, h.score) for h in fused] == [
+            (h.message_id, h.score) for h in reference
+        ], (window, limit)
+        read.clear()
+
+
 def test_the_scorer_is_the_compiled_one(conn: apsw.Connection, store: Path) -> None:
     """A compiled connection scores with ``hermes_bm25``, one with the Python tokenizer with
     ``bm25()``."""
