@@ -12,8 +12,9 @@ the one byte msgpack never produces, so it marks the framed forms unambiguously:
   compressed with dictionary ``id`` of ``hermes_es.store.zdict`` (content size in the frame).
 
 Chat messages are short (a few hundred bytes), too short for zstd to find repeats inside one;
-the dictionary supplies common words and the field names every event repeats. No dictionary
-is trained on the store's own text (it would keep fragments of deleted sessions).
+the dictionary supplies common words and the field names every event repeats, and (from
+dictionary 2 on) the entropy tables, which zstd would otherwise build for every payload. No
+dictionary is trained on the store's own text (it would keep fragments of deleted sessions).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import threading
 import msgspec
 import zstandard
 
-from hermes_es.store.zdict import CURRENT, DICTIONARIES
+from hermes_es.store.zdict import CURRENT, DICTIONARIES, FULL
 
 MARK = 0xC1
 """First byte of a framed payload (never the first byte of a msgpack document)."""
@@ -35,6 +36,9 @@ MIN_SIZE = 48
 """Payloads shorter than this are stored as they are (the frame would not pay for itself)."""
 
 _MARK_BYTE = bytes([MARK])
+_FRAMED = bytes((MARK, CURRENT))
+"""The two bytes before a frame compressed with the current dictionary."""
+_ESCAPED = bytes((MARK, RAW))
 
 
 class PayloadError(msgspec.DecodeError):
@@ -63,7 +67,10 @@ def _dictionary(dict_id: int) -> zstandard.ZstdCompressionDict:
         with _DICTS_LOCK:
             found = _DICTS.get(dict_id)
             if found is None:
-                found = zstandard.ZstdCompressionDict(raw, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+                kind = zstandard.DICT_TYPE_RAWCONTENT
+                if dict_id in FULL:
+                    kind = zstandard.DICT_TYPE_FULLDICT
+                found = zstandard.ZstdCompressionDict(raw, dict_type=kind)
                 if dict_id == CURRENT:
                     found.precompute_compress(level=LEVEL)
                 _DICTS[dict_id] = found
@@ -100,11 +107,11 @@ def _decompressor(dict_id: int) -> zstandard.ZstdDecompressor:
 def pack(payload: bytes) -> bytes:
     """The stored form of ``payload`` (compressed when that makes it smaller)."""
     if len(payload) >= MIN_SIZE:
-        frame = _compressor().compress(payload)
+        frame = (_local.compressor or _compressor()).compress(payload)
         if len(frame) + 2 < len(payload):
-            return bytes((MARK, CURRENT)) + frame
+            return _FRAMED + frame
     if payload[:1] == _MARK_BYTE:
-        return bytes((MARK, RAW)) + payload
+        return _ESCAPED + payload
     return payload
 
 

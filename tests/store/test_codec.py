@@ -22,7 +22,10 @@ from hermes_es.store.zdict import CURRENT, DICTIONARIES
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
-FROZEN = {1: "a4fd4d3c5c5005aebee08492b6357f45cc856a53f3f404bc15abb329e80f2849"}
+FROZEN = {
+    1: "a4fd4d3c5c5005aebee08492b6357f45cc856a53f3f404bc15abb329e80f2849",
+    2: "506425df73b4763e14cd2f574c0b8a0cc196d531a9cdf60da82a127faeb07470",
+}
 """SHA-256 of every released dictionary: payloads written with one need exactly its bytes."""
 
 
@@ -38,6 +41,28 @@ def test_any_payload_round_trips(payload: bytes) -> None:
     """pack then unpack gives back any byte string, including ones starting with the mark."""
     assert codec.unpack(codec.pack(payload)) == payload
     assert codec.unpack(codec.pack(b"\xc1" + payload)) == b"\xc1" + payload
+
+
+DICT_1_FRAME = bytes.fromhex(
+    "c101209a850200740203b06162636465666768696a6b6c6d6e6f70a76e74d94c61747372632f616e74696e"
+    "706172732e0d00adc512980d1b0bcdb20047db2b531a1617908a868982229016496667bb270c0bec1dc81004"
+)
+"""A ``MessageAppended`` as the release before dictionary 2 stored it (``C1 01`` + frame)."""
+
+
+def test_a_payload_compressed_with_dictionary_1_still_decodes() -> None:
+    """Payloads the release before wrote (dictionary 1) decode; new ones use dictionary 2,
+    a full dictionary (entropy tables and content), and come out smaller."""
+    event = ev.decode(ev.MessageAppended.topic, DICT_1_FRAME)
+    assert isinstance(event, ev.MessageAppended)
+    assert event.message.content == (
+        "Let me look at the file src/main.py and fix the error in the parse function."
+    )
+    assert (event.message.seq, event.message.uid, event.actor) == (3, "abcdefghijklmnop", "cli")
+    again = codec.pack(ev.encode(event))
+    assert again[:2] == bytes((codec.MARK, CURRENT)) == b"\xc1\x02"
+    assert len(again) < len(DICT_1_FRAME)
+    assert ev.decode(ev.MessageAppended.topic, again) == event
 
 
 def test_plain_msgpack_of_the_old_release_decodes_unchanged() -> None:
