@@ -8,7 +8,6 @@ aligned text, every cell made safe by :mod:`hermes_es.terminal_text`.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -33,6 +32,22 @@ def _open_light(hermes: Hermes) -> apsw.Connection:
     backend = hermes.backend
     backend.require()
     return backend.light_reader()
+
+
+def _terminal_columns(fallback: int = 120) -> int:
+    """``shutil.get_terminal_size().columns`` without importing shutil (and the compression
+    modules it brings) on the list path: ``$COLUMNS`` when set, else the terminal's width."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):
+        columns = 0
+    return columns if columns > 0 else fallback
 
 
 def _short_path(path: str) -> str:
@@ -86,8 +101,7 @@ def list_cmd(
 
     Example: hermes sessions list --workspace my-project --limit 10
     """
-    from hermes_es.queries.listing import list_sessions
-    from hermes_es.queries.turns import turn_states
+    from hermes_es.queries.listing import list_sessions, turn_states
 
     hermes = get_hermes(ctx)
     rows = []
@@ -107,7 +121,7 @@ def list_cmd(
     if not rows:
         echo("no archived sessions" if archived else "no sessions")
         return
-    term = shutil.get_terminal_size((120, 24)).columns
+    term = _terminal_columns()
     preview_w = max(16, min(48, term - 110))
     table = [
         (

@@ -127,6 +127,14 @@ def list_sessions(
     return [_row(r) for r in conn.execute(sql, params)]
 
 
+def turn_states(conn: apsw.Connection, session_ids: list[str]) -> dict[str, str]:
+    """``turn_state`` (unknown | running | queued) of each listed session that has turn work
+    (``turn_work`` holds only sessions with pending turns: one short read)."""
+    wanted = set(session_ids)
+    rows = conn.execute("SELECT session_id, state FROM turn_work").fetchall()
+    return {str(sid): str(state) for sid, state in rows if sid in wanted}
+
+
 def picker_sessions(conn: apsw.Connection, *, limit: int = 50) -> list[SessionRow]:
     """What /sessions and dashboards offer: no one-shot, kanban or tool runs, no archive."""
     return list_sessions(conn, limit=limit, picker=True)

@@ -9,6 +9,7 @@ import msgspec
 
 from hermes_es import events as ev
 from hermes_es.aggregates.state import SessionState, decode_state
+from hermes_es.queries.listing import turn_states as turn_states
 from hermes_es.store.decoding import decode_row
 
 
@@ -124,10 +125,3 @@ def admitted_text(conn: apsw.Connection, session_id: str, turn: int) -> str | No
         if isinstance(event, ev.TurnAdmitted) and event.turn == turn:
             return event.text
     return None
-
-
-def turn_states(conn: apsw.Connection, session_ids: list[str]) -> dict[str, str]:
-    """``turn_state`` (unknown | running | queued) of each listed session that has turn work."""
-    wanted = set(session_ids)
-    rows = conn.execute("SELECT session_id, state FROM turn_work").fetchall()
-    return {str(sid): str(state) for sid, state in rows if sid in wanted}

@@ -122,12 +122,15 @@ def test_help_has_an_example() -> None:
 
 
 def test_list_does_not_import_eventsourcing_or_rich(tmp_path: Path) -> None:
-    """A real `hermes sessions list` process never loads eventsourcing or rich."""
+    """A real `hermes sessions list` process never loads eventsourcing or rich, nor the event
+    types, aggregates or commands (the write side), nor shutil: the list path stays lean."""
     seed(tmp_path)
     code = (
         "import sys\nfrom hermes_es.cli import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "print('LOADED', 'eventsourcing' in sys.modules, 'rich' in sys.modules)"
+        "print('LOADED', 'eventsourcing' in sys.modules, 'rich' in sys.modules)\n"
+        "print('DOMAIN', sorted(m for m in sys.modules if m.startswith(('hermes_es.events',"
+        " 'hermes_es.aggregates', 'hermes_es.commands')) or m == 'shutil'))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code, "sessions", "list"],
@@ -137,3 +140,4 @@ def test_list_does_not_import_eventsourcing_or_rich(tmp_path: Path) -> None:
         check=False,
     )
     assert "LOADED False False" in out.stdout, out.stderr
+    assert "DOMAIN []" in out.stdout, out.stdout  # no event types, aggregates, nor shutil
