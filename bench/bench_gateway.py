@@ -583,15 +583,25 @@ async def _drive(
         "server_switches_per_turn": [round(n / (clients * turns), 2) for n in switched],
         "admitted": latency_summary(admitted),
         "completed": latency_summary(completed),
+        "admitted_s": admitted,
+        "completed_s": completed,
     }
 
 
 async def _e2e(home: Path, clients: int, turns: int, pid: int) -> dict[str, Any]:
+    """One round against the gateway: new clients on new sessions."""
     handle = running_gateway(home)
     assert handle is not None
     url = handle.endpoint.ws_url
-    result = await _drive(lambda: _client(url, handle.ticket("interactive")), clients, turns, pid)
-    # fan-out: 8 clients on one session, one of them submits
+    return await _drive(lambda: _client(url, handle.ticket("interactive")), clients, turns, pid)
+
+
+async def _fanout(home: Path, turns: int) -> dict[str, float]:
+    """8 clients on one session, one of them submits: the spread between the first and the
+    last client receiving each stored event."""
+    handle = running_gateway(home)
+    assert handle is not None
+    url = handle.endpoint.ws_url
     watchers = [RpcClient(await _client(url, handle.ticket("interactive"))) for _ in range(8)]
     sid = (await watchers[0].call("session.create", {}))["session_id"]
     for w in watchers[1:]:
@@ -606,8 +616,7 @@ async def _e2e(home: Path, clients: int, turns: int, pid: int) -> dict[str, Any]
             spreads.append(max(times) - min(times))
     for w in watchers:
         await w.close()
-    result["fanout"] = latency_summary(spreads)
-    return result
+    return latency_summary(spreads)
 
 
 def bare_server(frames_per_turn: int) -> None:
@@ -650,8 +659,9 @@ def bare_server(frames_per_turn: int) -> None:
     asyncio.run(main())
 
 
-def _bare_round_trip(clients: int, turns: int, frames_per_turn: int) -> dict[str, Any]:
-    """The floor: the bare server in a subprocess, the same clients in this process."""
+@contextlib.contextmanager
+def _bare_server(frames_per_turn: int) -> Iterator[tuple[str, int]]:
+    """The floor's server in a subprocess (its URL and pid), kept for every round."""
     code = f"from bench.bench_gateway import bare_server; bare_server({frames_per_turn})"
     proc = subprocess.Popen(
         [sys.executable, "-c", code],
@@ -662,14 +672,34 @@ def _bare_round_trip(clients: int, turns: int, frames_per_turn: int) -> dict[str
     try:
         assert proc.stdout is not None
         port = int(proc.stdout.readline())
-        url = f"ws://127.0.0.1:{port}"
-        result = asyncio.run(_drive(lambda: _client(url, "-"), clients, turns, proc.pid))
-        result.pop("sent")
-        return result
+        yield f"ws://127.0.0.1:{port}", proc.pid
     finally:
         assert proc.stdin is not None
         proc.stdin.close()
         proc.wait(30)
+
+
+def _bare_round_trip(url: str, pid: int, clients: int, turns: int) -> dict[str, Any]:
+    """One round of the floor: the same clients in this process against the bare server."""
+    result = asyncio.run(_drive(lambda: _client(url, "-"), clients, turns, pid))
+    result.pop("sent")
+    return result
+
+
+def _merged(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several rounds of one side as one: the median round's rates and CPU times (by turns
+    per second), its latencies over every round's turns together."""
+    ordered = sorted(rounds, key=lambda r: r["turns_per_s"])
+    merged = dict(ordered[len(ordered) // 2])
+    for key in ("server_cpu_ms_per_turn", "frames_per_turn"):
+        merged[key] = statistics.median(r[key] for r in rounds)
+    merged["turns_per_s_rounds"] = [round(r["turns_per_s"]) for r in rounds]
+    merged["server_cpu_ms_rounds"] = [round(r["server_cpu_ms_per_turn"], 3) for r in rounds]
+    for key in ("admitted", "completed"):
+        merged[key] = latency_summary([x for r in rounds for x in r[f"{key}_s"]])
+    merged.pop("admitted_s", None)
+    merged.pop("completed_s", None)
+    return merged
 
 
 STAGES = (
@@ -719,17 +749,36 @@ def _admission_split(trace: Path, sent: dict[str, tuple[float, float]]) -> dict[
     return split
 
 
-def bench_end_to_end(tmp: Path, clients: int, turns: int, trace_mode: str = "wall") -> None:
+def bench_end_to_end(
+    tmp: Path, clients: int, turns: int, trace_mode: str = "wall", rounds: int = 3
+) -> None:
     home = tmp / "e2e-home"
     home.mkdir()
     trace = tmp / "admission-trace.json"
     proc = _start_gateway(home, trace if trace_mode != "off" else None, cpu=trace_mode == "cpu")
+    gateway: list[dict[str, Any]] = []
+    floors: list[dict[str, Any]] = []
+    sent: dict[str, tuple[float, float]] = {}
     try:
-        result = asyncio.run(_e2e(home, clients, turns, proc.pid))
+        # The gateway's and the floor's rounds alternate (each on new clients and sessions),
+        # so a change in the machine's load falls on both sides alike.
+        gateway.append(asyncio.run(_e2e(home, clients, turns, proc.pid)))
+        frames = max(3, round(gateway[0]["frames_per_turn"]))
+        with _bare_server(frames) as (url, bare_pid):
+            floors.append(_bare_round_trip(url, bare_pid, clients, turns))
+            for _ in range(rounds - 1):
+                gateway.append(asyncio.run(_e2e(home, clients, turns, proc.pid)))
+                floors.append(_bare_round_trip(url, bare_pid, clients, turns))
+        fanout = asyncio.run(_fanout(home, turns))
     finally:
         proc.terminate()
         proc.wait(60)
-    split = _admission_split(trace, result.pop("sent"))
+    for each in gateway:
+        sent.update(each.pop("sent"))
+    ratios = [g["turns_per_s"] / f["turns_per_s"] for g, f in zip(gateway, floors, strict=True)]
+    result, floor = _merged(gateway), _merged(floors)
+    result["fanout"] = fanout
+    split = _admission_split(trace, sent)
     for name, text in STAGES:
         if name in split:
             stage = split[name]
@@ -745,15 +794,25 @@ def bench_end_to_end(tmp: Path, clients: int, turns: int, trace_mode: str = "wal
                 f"  admission {text}: p50 {stage['p50_ms']:.2f} / p99 {stage['p99_ms']:.2f} ms"
                 + cpu
             )
-    frames = max(3, round(result["frames_per_turn"]))
-    floor = _bare_round_trip(clients, turns, frames)
     bare = floor["turns_per_s"]
     rate = result["turns_per_s"]
     cpu, bare_cpu = result["server_cpu_ms_per_turn"], floor["server_cpu_ms_per_turn"]
     log(
-        f"end to end: {rate:,.0f} turns/s ({cpu:.2f} ms CPU a turn), bare {bare:,.0f}/s"
-        f" ({bare_cpu:.2f} ms), {frames} frames per turn; ratio {ratio(rate, bare)}"
-        f" (CPU {ratio(bare_cpu, cpu)}, target 0.3)"
+        f"end to end (median of {rounds} alternated rounds): {rate:,.0f} turns/s"
+        f" ({cpu:.2f} ms CPU a turn), bare {bare:,.0f}/s ({bare_cpu:.2f} ms), {frames} frames"
+        f" per turn; ratio {ratio(rate, bare)} (CPU {ratio(bare_cpu, cpu)}, target 0.3)"
+    )
+    log(
+        "  rounds: gateway "
+        + " / ".join(f"{r:,}" for r in result["turns_per_s_rounds"])
+        + " turns/s ("
+        + " / ".join(f"{c:.3f}" for c in result["server_cpu_ms_rounds"])
+        + " ms CPU), bare "
+        + " / ".join(f"{r:,}" for r in floor["turns_per_s_rounds"])
+        + " turns/s ("
+        + " / ".join(f"{c:.3f}" for c in floor["server_cpu_ms_rounds"])
+        + " ms CPU); ratios "
+        + " / ".join(f"{r:.3f}" for r in ratios)
     )
     by_thread = result["server_thread_cpu_ms_per_turn"]
     voluntary, involuntary = result["server_switches_per_turn"]
@@ -782,6 +841,12 @@ def bench_end_to_end(tmp: Path, clients: int, turns: int, trace_mode: str = "wal
         ok=rate >= 0.3 * bare,
         clients=clients,
         turns=clients * turns,
+        rounds=rounds,
+        round_ratios=[round(r, 3) for r in ratios],
+        turns_per_s_rounds=result["turns_per_s_rounds"],
+        floor_turns_per_s_rounds=floor["turns_per_s_rounds"],
+        gateway_cpu_ms_rounds=result["server_cpu_ms_rounds"],
+        bare_cpu_ms_rounds=floor["server_cpu_ms_rounds"],
         frames_per_turn=frames,
         gateway_cpu_ms_per_turn=round(cpu, 3),
         bare_server_cpu_ms_per_turn=round(bare_cpu, 3),
@@ -888,7 +953,13 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=32)
     parser.add_argument("--messages", type=int, default=200)
     parser.add_argument("--clients", type=int, default=32)
-    parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--turns", type=int, default=100)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="end_to_end: rounds of the gateway and of the floor, alternated (medians)",
+    )
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--only", default="writer,end_to_end,startup")
     parser.add_argument(
@@ -900,14 +971,14 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.quick:
-        args.messages, args.turns, args.repeat = 40, 5, 3
+        args.messages, args.turns, args.repeat, args.rounds = 40, 5, 3, 1
     only = set(args.only.split(","))
     tmp = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
     try:
         if "writer" in only:
             bench_writer(tmp, args.sessions, args.messages)
         if "end_to_end" in only:
-            bench_end_to_end(tmp, args.clients, args.turns, args.trace)
+            bench_end_to_end(tmp, args.clients, args.turns, args.trace, max(1, args.rounds))
         if "startup" in only:
             bench_startup(tmp, args.repeat)
     finally:
