@@ -21,7 +21,7 @@ from hermes_es.aggregates import session as agg_session
 from hermes_es.aggregates import turns as agg
 from hermes_es.aggregates.state import SessionState
 from hermes_es.commands.engine import SessionEngine, to_draft
-from hermes_es.commands.turns import Admission, admit_in, check_epoch
+from hermes_es.commands.turns import check_epoch
 from hermes_es.errors import HermesError
 
 
@@ -71,63 +71,37 @@ def begin(
     """Start ``turn`` (the gateway's actor) and store the user's ``messages`` (as ``actor``, the
     submitter) in one use case. Nothing happens when ``turn`` is not the next runnable one.
     A message the session refuses finishes the turn ``failed`` in the same use case."""
+    drafts = [to_draft(m) for m in messages]
     with engine.store.transaction() as batch:
         check_epoch(batch, epoch, fence)
         state = engine._existing(batch, session_id)
-        return _begin_in(
-            batch,
-            engine,
-            session_id,
-            state,
-            turn,
-            epoch=epoch,
-            messages=messages,
-            actor=actor,
-            display_version=display_version,
-        )[1]
-
-
-def _begin_in(
-    batch: Any,
-    engine: SessionEngine,
-    session_id: str,
-    state: SessionState,
-    turn: int,
-    *,
-    epoch: int,
-    messages: Sequence[dict[str, Any]],
-    actor: str,
-    display_version: int,
-) -> tuple[SessionState, Begun]:
-    """``begin`` inside an open block, on the session's ``state``: the state it left too."""
-    drafts = [to_draft(m) for m in messages]
-    moved = state.display_version > display_version
-    if agg.next_runnable(state) != turn:
-        return state, Begun(turn=0, seqs=[], version=state.version, transcript_moved=moved)
-    state = batch.record(
-        session_id, agg.start(state, turn, epoch=epoch, at=batch.now, actor=engine.actor)
-    )
-    before = state.next_seq
-    try:
-        events = agg_session.append(
-            state, drafts, at=batch.now, actor=actor, max_bytes=engine.max_message_bytes
+        moved = state.display_version > display_version
+        if agg.next_runnable(state) != turn:
+            return Begun(turn=0, seqs=[], version=state.version, transcript_moved=moved)
+        state = batch.record(
+            session_id, agg.start(state, turn, epoch=epoch, at=batch.now, actor=engine.actor)
         )
-    except HermesError as exc:
-        state = batch.record(session_id, _failed(state, turn, exc.message, batch.now, engine.actor))
-        return state, Begun(
+        before = state.next_seq
+        try:
+            events = agg_session.append(
+                state, drafts, at=batch.now, actor=actor, max_bytes=engine.max_message_bytes
+            )
+        except HermesError as exc:
+            batch.record(session_id, _failed(state, turn, exc.message, batch.now, engine.actor))
+            return Begun(
+                turn=turn,
+                seqs=[],
+                version=state.version,
+                transcript_moved=moved,
+                error=exc.message,
+            )
+        state = batch.record(session_id, events)
+        return Begun(
             turn=turn,
-            seqs=[],
+            seqs=list(range(before, before + len(drafts))),
             version=state.version,
             transcript_moved=moved,
-            error=exc.message,
         )
-    state = batch.record(session_id, events)
-    return state, Begun(
-        turn=turn,
-        seqs=list(range(before, before + len(drafts))),
-        version=state.version,
-        transcript_moved=moved,
-    )
 
 
 def end(
@@ -144,143 +118,48 @@ def end(
     """Store the responder's ``messages`` (as ``actor``) and finish ``turn`` (the gateway's
     actor) in one use case: ``completed`` with every sequence number, or ``failed`` with
     ``error`` (given, or the session's refusal of the messages, then nothing is stored)."""
+    drafts = [to_draft(m) for m in messages] if not error else []
     with engine.store.transaction() as batch:
         state = engine._existing(batch, session_id)
-        return _end_in(
-            batch,
-            engine,
-            session_id,
-            state,
-            turn,
-            messages=messages,
-            actor=actor,
-            user_seqs=user_seqs,
-            display_version=display_version,
-            error=error,
-        )
-
-
-def _end_in(
-    batch: Any,
-    engine: SessionEngine,
-    session_id: str,
-    state: SessionState,
-    turn: int,
-    *,
-    messages: Sequence[dict[str, Any]],
-    actor: str,
-    user_seqs: Sequence[int],
-    display_version: int,
-    error: str = "",
-) -> Ended:
-    """``end`` inside an open block, on the session's ``state``."""
-    drafts = [to_draft(m) for m in messages] if not error else []
-    moved = state.display_version > display_version
-    seqs: list[int] = []
-    if drafts and not error:
-        before = state.next_seq
-        try:
-            events = agg_session.append(
-                state, drafts, at=batch.now, actor=actor, max_bytes=engine.max_message_bytes
+        moved = state.display_version > display_version
+        seqs: list[int] = []
+        if drafts and not error:
+            before = state.next_seq
+            try:
+                events = agg_session.append(
+                    state, drafts, at=batch.now, actor=actor, max_bytes=engine.max_message_bytes
+                )
+            except HermesError as exc:
+                error = exc.message
+            else:
+                state = batch.record(session_id, events)
+                seqs = list(range(before, before + len(drafts)))
+        if error:
+            state = batch.record(session_id, _failed(state, turn, error, batch.now, engine.actor))
+            return Ended(
+                outcome="failed",
+                seqs=[],
+                version=state.version,
+                transcript_moved=moved,
+                error=error,
+                runnable=agg.next_runnable(state),
+                head=state,
             )
-        except HermesError as exc:
-            error = exc.message
-        else:
-            state = batch.record(session_id, events)
-            seqs = list(range(before, before + len(drafts)))
-    if error:
-        state = batch.record(session_id, _failed(state, turn, error, batch.now, engine.actor))
+        done = [*user_seqs, *seqs]
+        state = batch.record(
+            session_id,
+            agg.finish(
+                state, turn, outcome="completed", seqs=done, at=batch.now, actor=engine.actor
+            ),
+        )
         return Ended(
-            outcome="failed",
-            seqs=[],
+            outcome="completed",
+            seqs=done,
             version=state.version,
             transcript_moved=moved,
-            error=error,
             runnable=agg.next_runnable(state),
             head=state,
         )
-    done = [*user_seqs, *seqs]
-    state = batch.record(
-        session_id,
-        agg.finish(state, turn, outcome="completed", seqs=done, at=batch.now, actor=engine.actor),
-    )
-    return Ended(
-        outcome="completed",
-        seqs=done,
-        version=state.version,
-        transcript_moved=moved,
-        runnable=agg.next_runnable(state),
-        head=state,
-    )
-
-
-def whole(
-    engine: SessionEngine,
-    session_id: str,
-    turn: int,
-    *,
-    admitting: SessionEngine,
-    submission_id: str,
-    client_kind: str,
-    text: str,
-    epoch: int,
-    user: dict[str, Any],
-    replies: Sequence[dict[str, Any]],
-    actor: str,
-    display_version: int,
-    error: str = "",
-) -> tuple[Admission, SessionState, Begun | None, Ended | None]:
-    """A whole turn answered before its admission, in one use case: admit the submission
-    (``turns.admit_with_head`` as ``admitting``, the submitter's engine); when it is admitted
-    as ``turn`` and that is the next runnable one, ``begin`` it with the ``user`` message
-    (``actor``: the submitter; the turn events ``engine``'s, the gateway's); when that message was
-    stored and the transcript had not changed since ``display_version``, ``end`` it with
-    the ``replies`` (or ``error``). Returns the admission and the head it left, what
-    ``begin`` did (None: nothing started) and what ``end`` did (None: the turn still runs;
-    its caller answers it anew). The admission stands whatever the start does."""
-    with engine.store.transaction() as batch:
-        state = engine._existing(batch, session_id)
-        admission, state = admit_in(
-            batch,
-            admitting,
-            session_id,
-            state,
-            submission_id=submission_id,
-            client_kind=client_kind,
-            text=text,
-        )
-        head = state
-        if admission.duplicate or admission.turn != turn:
-            return admission, head, None, None
-        try:
-            state, begun = _begin_in(
-                batch,
-                engine,
-                session_id,
-                state,
-                turn,
-                epoch=epoch,
-                messages=[user],
-                actor=actor,
-                display_version=display_version,
-            )
-        except HermesError:  # (decided before anything of it was recorded)
-            return admission, head, None, None
-        if not begun.turn or begun.error or begun.transcript_moved:
-            return admission, head, begun, None
-        ended = _end_in(
-            batch,
-            engine,
-            session_id,
-            state,
-            turn,
-            messages=replies,
-            actor=actor,
-            user_seqs=begun.seqs,
-            display_version=begun.version,
-            error=error,
-        )
-        return admission, head, begun, ended
 
 
 def _failed(state: SessionState, turn: int, error: str, at: float, actor: str) -> list[ev.Event]:

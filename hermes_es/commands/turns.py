@@ -69,57 +69,34 @@ def admit_with_head(
     runs the queue next would otherwise read back)."""
     with engine.store.transaction() as batch:
         state = engine._existing(batch, session_id)
-        return admit_in(
-            batch,
-            engine,
-            session_id,
+        known = agg.admitted_turn(state, submission_id)
+        if known:
+            return Admission(
+                session_id=session_id,
+                turn=known,
+                duplicate=True,
+                version=state.version,
+                queued=list(state.turn_queue),
+            ), state
+        # Refused at admission, not when the turn runs: the submitter hears it at once and
+        # nothing is queued.
+        check_message_size(message_bytes(text, None, ""), engine.max_message_bytes, "the prompt")
+        events = agg.admit(
             state,
             submission_id=submission_id,
             client_kind=client_kind,
             text=text,
+            at=batch.now,
+            actor=engine.actor,
         )
-
-
-def admit_in(
-    batch: Any,
-    engine: SessionEngine,
-    session_id: str,
-    state: SessionState,
-    *,
-    submission_id: str,
-    client_kind: str,
-    text: str,
-) -> tuple[Admission, SessionState]:
-    """``admit_with_head`` inside an open block ``batch``, on the session's ``state`` (what
-    ``turn_steps.whole`` goes on from)."""
-    known = agg.admitted_turn(state, submission_id)
-    if known:
+        state = batch.record(session_id, events)
         return Admission(
             session_id=session_id,
-            turn=known,
-            duplicate=True,
+            turn=state.turns_admitted,
+            duplicate=False,
             version=state.version,
             queued=list(state.turn_queue),
         ), state
-    # Refused at admission, not when the turn runs: the submitter hears it at once and
-    # nothing is queued.
-    check_message_size(message_bytes(text, None, ""), engine.max_message_bytes, "the prompt")
-    events = agg.admit(
-        state,
-        submission_id=submission_id,
-        client_kind=client_kind,
-        text=text,
-        at=batch.now,
-        actor=engine.actor,
-    )
-    state = batch.record(session_id, events)
-    return Admission(
-        session_id=session_id,
-        turn=state.turns_admitted,
-        duplicate=False,
-        version=state.version,
-        queued=list(state.turn_queue),
-    ), state
 
 
 class EpochEndedError(InvariantError):

@@ -52,12 +52,6 @@ if TYPE_CHECKING:
     from hermes_es.gateway.trace import AdmissionTrace
     from hermes_es.projections.base import Change
 
-    _Admitted = tuple[
-        tuple[turns.Admission, SessionState], turn_steps.Begun | None, turn_steps.Ended | None
-    ]
-    """What an admission's use case did: the admission and the head it left, the turn it
-    started (``_plan_with_admission``), the turn's end when it stored the whole turn."""
-
 T = TypeVar("T")
 log = logging.getLogger("hermes.gateway")
 
@@ -208,9 +202,6 @@ class SessionAuthority:
         """Turns started with their admissions by the current hand-back, to answer once it is
         done (``_respond_started``)."""
         self._held: dict[str, list[bytes]] = {}
-        self._ahead: dict[str, _Planned] = {}
-        """Sessions whose next turn was answered ahead of its admission (``_answer_ahead``),
-        until the admission's hand-back."""
         """Sessions whose turn runs inline: its ``turn.stream`` frames, held until the
         session's next stored events go out (they are written with them, before them)."""
         self.trace: AdmissionTrace | None = None
@@ -315,32 +306,11 @@ class SessionAuthority:
             if not fresh:
                 continue
             if fresh[0].version != after + 1:
-                events = q.events_since(self._read(), sid, after)
-            else:
-                events = [q.stream_event(sid, c.version, c.event) for c in fresh]
-            planned = self._ahead.get(sid)
-            if planned is not None and planned.split:
-                self._send_up_to(sid, clients, events, planned)
-            else:
-                self._send_events(sid, clients, events)
-
-    def _send_up_to(
-        self, session_id: str, clients: set[Client], events: list[q.StreamEvent], planned: _Planned
-    ) -> None:
-        """A whole turn stored with its admission: send its events up to the user's message;
-        hold its ``turn.stream`` frames and the rest for the admission's hand-back, which
-        writes them after the submitter's answer (``_ended_with_admission``)."""
-        split = planned.split
-        now = [e for e in events if e.sequence <= split]
-        later = [e for e in events if e.sequence > split]
-        if now:
-            self._send_events(session_id, clients, now)
-        held = self._held.setdefault(session_id, [])
-        held.extend(planned.frames)
-        planned.frames = []
-        held.extend(p.encode(p.Notification(method="session.event", params=e)) for e in later)
-        if later:
-            self.published[session_id] = later[-1].sequence
+                self.publish(sid)
+                continue
+            self._send_events(
+                sid, clients, [q.stream_event(sid, c.version, c.event) for c in fresh]
+            )
 
     def _release(self, session_id: str, clients: set[Client] | None) -> None:
         """Write the session's held ``turn.stream`` frames, in order, to its clients."""
@@ -551,19 +521,12 @@ class SessionAuthority:
         return "ran" if ended.runnable else "idle"
 
     def _answer(
-        self,
-        chat: Chat,
-        prompt: str,
-        session_id: str,
-        turn: int,
-        sink: list[bytes] | None = None,
+        self, chat: Chat, prompt: str, session_id: str, turn: int
     ) -> tuple[list[dict[str, Any]], str]:
         """The responder's answer to a started turn: its messages, or the error that finishes
-        the turn failed (an unexpected failure still finishes it). ``sink``: its
-        ``turn.stream`` frames go there instead of to the session's clients."""
-        on_event = self._streamer(session_id, turn, sink)
+        the turn failed (an unexpected failure still finishes it)."""
         try:
-            return chat.respond(prompt, on_event=on_event).dicts, ""
+            return chat.respond(prompt, on_event=self._streamer(session_id, turn)).dicts, ""
         except HermesError as exc:
             return [], exc.message
         except Exception as exc:
@@ -659,11 +622,9 @@ class SessionAuthority:
 
         return chat.send(text, on_event=on_event)
 
-    def _streamer(
-        self, session_id: str, turn: int, sink: list[bytes] | None = None
-    ) -> Callable[[TurnEvent], None]:
+    def _streamer(self, session_id: str, turn: int) -> Callable[[TurnEvent], None]:
         """On the loop: each item a turn reports while it runs, as a numbered ``turn.stream``
-        notification to the session's attached clients (``sink``: its frames, kept there)."""
+        notification to the session's attached clients."""
         index = 0
 
         def on_event(item: TurnEvent) -> None:
@@ -675,9 +636,6 @@ class SessionAuthority:
                 "index": index,
                 "item": msgspec.to_builtins(item),
             }
-            if sink is not None:
-                sink.append(p.encode(p.Notification(method="turn.stream", params=params)))
-                return
             self.stream(session_id, params)
 
         return on_event
@@ -967,31 +925,9 @@ class SessionAuthority:
                 raise RpcError(p.DRAINING, "the gateway is shutting down; submit again after it")
 
         planned = self._plan_with_admission(sid, params.text)
-        if planned is not None and sid in client.sessions:
-            self._answer_ahead(sid, planned)
         epoch, actor = self.epoch, client.principal.key
 
-        def admit() -> _Admitted:
-            if planned is not None and planned.ahead is not None:
-                planned.split = 0  # (a use case may run again: only its last run counts)
-                whole = turn_steps.whole(
-                    self.engine,
-                    sid,
-                    planned.turn,
-                    admitting=engine,
-                    submission_id=params.submission_id,
-                    client_kind=params.client_kind,
-                    text=params.text,
-                    epoch=epoch,
-                    user=planned.plan.user,
-                    replies=planned.ahead[0],
-                    actor=actor,
-                    display_version=planned.seen,
-                    error=planned.ahead[1],
-                )
-                if whole[3] is not None and whole[2] is not None:
-                    planned.split = whole[2].version
-                return (whole[0], whole[1]), whole[2], whole[3]
+        def admit() -> tuple[tuple[turns.Admission, SessionState], turn_steps.Begun | None]:
             outcome = turns.admit_with_head(
                 engine,
                 sid,
@@ -1001,7 +937,7 @@ class SessionAuthority:
             )
             admission = outcome[0]
             if planned is None or admission.duplicate or admission.turn != planned.turn:
-                return outcome, None, None
+                return outcome, None
             try:  # (refused: nothing of it is stored, the admission stands; the worker runs it)
                 begun = turn_steps.begin(
                     self.engine,
@@ -1013,8 +949,8 @@ class SessionAuthority:
                     display_version=planned.seen,
                 )
             except HermesError:
-                return outcome, None, None
-            return outcome, begun, None
+                return outcome, None
+            return outcome, begun
 
         trace = self.trace
         if trace is not None:
@@ -1025,11 +961,13 @@ class SessionAuthority:
             admit = trace.job(key, admit)
         answered: list[dict[str, Any]] = []
 
-        def admitted(outcome: _Admitted) -> None:
+        def admitted(
+            outcome: tuple[tuple[turns.Admission, SessionState], turn_steps.Begun | None],
+        ) -> None:
             """In the writer's hand-back, on the loop: everything an admission does next,
             its answer included (written then and there: no task wake-up, no loop
             iteration waited for)."""
-            (admission, head), begun, ended = outcome
+            (admission, head), begun = outcome
             if trace is not None:
                 trace.mark(params.submission_id, "resumed")
                 client.traced = params.submission_id
@@ -1039,15 +977,6 @@ class SessionAuthority:
             if sid not in client.sessions:
                 self.attach(client, sid)
             self._after_write(sid)
-            if planned is not None and planned.ahead is not None:
-                planned.settled = True
-                self._ahead.pop(sid, None)
-                if begun is None or not begun.turn:
-                    self._ahead_dropped(sid, planned)  # (its turn did not start)
-            if planned is not None and begun is not None and begun.turn and ended is not None:
-                answered.append(msgspec.to_builtins(admission))
-                self._ended_with_admission(client, sid, planned, begun, ended, answered[0])
-                return
             if planned is not None and begun is not None and begun.turn:
                 self._begun_with_admission(sid, planned, begun, actor)
             else:
@@ -1058,79 +987,7 @@ class SessionAuthority:
 
         # urgent: the submitter waits on this answer; turns' writes can wait
         waiter = self.engine.writer.submit_async(admit, urgent=True, pure=True, then=admitted)
-        if planned is not None and planned.ahead is not None:
-            waiter.add_done_callback(lambda _: self._ahead_failed(sid, planned))
         return waiter, answered
-
-    def _answer_ahead(self, session_id: str, planned: _Planned) -> None:
-        """Answer a planned turn before its admission is handed to the writer (the responder
-        answers this text without I/O and with nothing else to run meanwhile: the session is
-        idle), so that its admission's use case stores the whole turn: admitted, started,
-        the user's message, the reply, finished, in one commit. The session's runner is the
-        turn's until the hand-back (no other submission plans from the same head); the
-        user's message is in the chat's window ahead of its commit (the chat is dropped,
-        to be rebuilt from the log, if the turn is not stored so)."""
-        chat = planned.chat
-        planned.done = self.loop.create_future()
-        self.runners[session_id] = planned.done
-        self._heads.pop(session_id, None)
-        self._ahead[session_id] = planned
-        chat.recorded([planned.plan.user], chat.version)
-        planned.ahead = self._answer(
-            chat, planned.plan.prompt, session_id, planned.turn, planned.frames
-        )
-
-    def _ahead_dropped(self, session_id: str, planned: _Planned) -> None:
-        """A turn answered ahead did not start with its admission (a duplicate, another turn
-        first, a refused message, a failed use case): its answer is dropped, and so is the
-        chat whose window holds its unstored user message; the session's runner is free."""
-        planned.frames = []
-        if self.chats.get(session_id) is planned.chat:
-            self.chats.pop(session_id, None)
-        done = planned.done
-        if done is not None and not done.done():
-            done.set_result(None)
-
-    def _ahead_failed(self, session_id: str, planned: _Planned) -> None:
-        """The admission of a turn answered ahead is over with no hand-back: it failed
-        (nothing stored), or its caller gave up (the turn may be stored: what its commit
-        held back goes out)."""
-        if planned.settled:
-            return
-        planned.settled = True
-        self._ahead.pop(session_id, None)
-        self._release(session_id, self.subscribers.get(session_id))
-        self._held.pop(session_id, None)
-        self._ahead_dropped(session_id, planned)
-        self.kick(session_id)
-
-    def _ended_with_admission(
-        self,
-        client: Client,
-        session_id: str,
-        planned: _Planned,
-        begun: turn_steps.Begun,
-        ended: turn_steps.Ended,
-        answer: dict[str, Any],
-    ) -> None:
-        """In the admission's hand-back: the whole turn was stored in its use case. The
-        submitter's answer goes out after the turn's events up to the user's message (sent
-        by the commit listener), before its ``turn.stream`` items and the rest (held by the
-        listener: ``_committed``), as when the turn ends in a commit of its own."""
-        turn, chat = planned.turn, planned.chat
-        self.admitted_by.pop((session_id, turn), None)
-        self.admitted_texts.pop((session_id, turn), None)
-        self.chats.move_to_end(session_id)
-        chat.recorded([], begun.version)  # (its user message is in the window already)
-        dicts = planned.ahead[0] if planned.ahead is not None else []
-        self._settle(session_id, chat, dicts, ended)
-        client.answer_now(answer)
-        self._release(session_id, self.subscribers.get(session_id))
-        self._held.pop(session_id, None)
-        planned.frames = []
-        done = planned.done
-        if done is not None:
-            self._inline_done(session_id, done, runnable=bool(ended.runnable))
 
     def _plan_with_admission(self, session_id: str, text: str) -> _Planned | None:
         """The turn a submission to an idle session may start in its admission's own use case
@@ -1172,25 +1029,18 @@ class SessionAuthority:
     ) -> None:
         """In the admission's hand-back: its turn started in the same commit. The responder
         runs once this hand-back is done (its answers written first), then the turn's end is
-        written; the session's runner is a future until that end is handed back (a turn
-        answered ahead whose answer no longer fits: answered again, as if it had not been)."""
-        ahead = planned.ahead is not None
-        done = planned.done if ahead and planned.done is not None else self.loop.create_future()
+        written; the session's runner is a future until that end is handed back."""
+        done: asyncio.Future[None] = self.loop.create_future()
         self.runners[session_id] = done
         self._heads.pop(session_id, None)
         turn, chat = planned.turn, planned.chat
         self.admitted_by.pop((session_id, turn), None)
         self.admitted_texts.pop((session_id, turn), None)
-        planned.frames = []
-        if session_id in self.chats:
-            self.chats.move_to_end(session_id)
-        if begun.error and ahead:  # its window holds the message the session refused
-            if self.chats.get(session_id) is chat:
-                self.chats.pop(session_id, None)
-        elif begun.transcript_moved:
+        self.chats.move_to_end(session_id)
+        if begun.transcript_moved:
             chat.reload()
         else:
-            chat.recorded([] if begun.error else [planned.plan.user], begun.version)
+            chat.recorded([planned.plan.user], begun.version)
         if begun.error:  # the session refused the message: the turn is finished, failed
             self._inline_done(session_id, done, runnable=True)
             return
@@ -1557,7 +1407,7 @@ it). Deletes and the other mutations stay the owner's."""
 class _Planned:
     """A turn to start in its admission's use case (``_plan_with_admission``)."""
 
-    __slots__ = ("ahead", "chat", "done", "frames", "plan", "seen", "settled", "split", "turn")
+    __slots__ = ("chat", "plan", "seen", "turn")
 
     def __init__(self, *, turn: int, chat: Chat, plan: TurnPlan, seen: int) -> None:
         self.turn = turn
@@ -1565,19 +1415,6 @@ class _Planned:
         self.plan = plan
         self.seen = seen
         """The chat's version when it planned (the begin's ``display_version``)."""
-        self.ahead: tuple[list[dict[str, Any]], str] | None = None
-        """The responder's answer (its messages, or the error that fails the turn), made
-        before the admission was handed to the writer (``_answer_ahead``): the whole turn is
-        then stored in the admission's use case."""
-        self.frames: list[bytes] = []
-        """The ``turn.stream`` frames of that answer, until they go out (before the reply)."""
-        self.split = 0
-        """Set by the use case once it stored the whole turn: the version of the user's
-        message, after which the turn's frames wait for the ``prompt.submit`` answer."""
-        self.done: asyncio.Future[None] | None = None
-        """The session's runner while the turn is under way (``runners``)."""
-        self.settled = False
-        """The hand-back has dealt with the turn (else the waiter's failure does)."""
 
 
 class _NoParams(msgspec.Struct, frozen=True):

@@ -91,7 +91,7 @@ def test_turns_after_the_first_run_on_the_loop_and_keep_the_window_exact(
 ) -> None:
     """After a session's first turn (threaded: it builds the prompt), its turns run on the
     loop: the first of them through three use cases (admit, begin, end), the next ones
-    through one (answered ahead: the whole turn stored with its admission); the window the chat
+    through two (the admission and the begin in one, then the end); the window the chat
     keeps in memory then equals the one read from the log, and every turn completed with
     its user message and reply."""
     monkeypatch.setenv("HERMES_RESPONDER", "offline")
@@ -103,7 +103,7 @@ def test_turns_after_the_first_run_on_the_loop_and_keep_the_window_exact(
         jobs = await _settled(authority)
         for n in range(2, 5):
             await _turn(authority, client, sid, f"s{n}", f"turn {n}")
-        assert await _settled(authority) - jobs == 3 + 2 * 1
+        assert await _settled(authority) - jobs == 3 + 2 * 2
         chat = authority.chats[sid]
         assert chat.window() == _stored_window(authority, sid)
         finished = [

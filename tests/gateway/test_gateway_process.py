@@ -311,14 +311,14 @@ def test_message_size_limit_from_config_refuses_at_admission(
     assert gateway.terminate() == 0
 
 
-def test_live_events_are_the_log_and_an_idle_turn_takes_one_write(
+def test_live_events_are_the_log_and_an_idle_turn_takes_two_writes(
     home: Path, gateway: GatewayProcess
 ) -> None:
     """An attached client receives exactly the stored events, in order (sent from what the
     writer just committed); once its chat is in memory, a turn takes three writer use cases
     (admit; start + user message; reply + finish), and once a turn ran on the loop, the
-    next one on the idle session one (answered ahead: admit + start + user message + reply
-    + finish): none is spent finding the queue empty."""
+    next one on the idle session two (admit + start + user message; reply + finish): none
+    is spent finding the queue empty."""
     handle = gateway.start()
     seen: list[dict[str, Any]] = []
     writes: list[int] = []
@@ -338,6 +338,6 @@ def test_live_events_are_the_log_and_an_idle_turn_takes_one_write(
     stored = [e for e in _events(handle, sid) if e["sequence"] > created["live_after"]]
     assert seen == stored
     assert writes[0] >= 5  # the first turn (threaded runner) also stores the system prompt
-    assert writes[1:] == [3, 1]
+    assert writes[1:] == [3, 2]
     types = _types(stored)
     assert types.count("turn.started") == 3 and types.count("turn.finished") == 3

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -210,88 +209,3 @@ def test_a_transcript_changed_by_another_writer_is_reported(eng: SessionEngine) 
         eng, sid, 1, messages=[], actor="uid:1000", user_seqs=[1], display_version=seen
     )
     assert ended.transcript_moved and ended.outcome == "completed"
-
-
-def _as_submitter(engine: SessionEngine) -> SessionEngine:
-    """The same engine acting as the submitter (as the gateway's ``engine_for``)."""
-    view = copy.copy(engine)
-    view.actor = "uid:1000"
-    return view
-
-
-def _whole(
-    engine: SessionEngine, sid: str, turn: int, sub: str, **kw: object
-) -> tuple[turns.Admission, object, turn_steps.Begun | None, turn_steps.Ended | None]:
-    args: dict[str, object] = {
-        "admitting": _as_submitter(engine),
-        "submission_id": sub,
-        "client_kind": "cli",
-        "text": f"say {sub}",
-        "epoch": 1,
-        "user": {"role": "user", "content": f"say {sub}"},
-        "replies": [{"role": "assistant", "content": "hello"}],
-        "actor": "uid:1000",
-        "display_version": engine.get(sid).display_version,
-        **kw,
-    }
-    return turn_steps.whole(engine, sid, turn, **args)  # type: ignore[arg-type]
-
-
-def test_whole_stores_an_answered_turn_with_its_admission_in_one_step(
-    eng: SessionEngine,
-) -> None:
-    """``whole``: the admission, the start, the user message, the reply and the finish in
-    one use case, each event by its actor, the projections as when written live; the same
-    submission again is a duplicate and stores nothing."""
-    sid = eng.start_session("cli")
-    admission, _head, begun, ended = _whole(eng, sid, 1, "a")
-    assert (admission.turn, admission.duplicate, admission.queued) == (1, False, [1])
-    assert begun is not None and ended is not None
-    assert (begun.seqs, ended.outcome, ended.seqs, ended.runnable) == ([0], "completed", [0, 1], 0)
-    events = events_since(eng.store.connection(), sid, 0)
-    assert [e.type.removeprefix("hermes.") for e in events][-5:] == [
-        "turn.admitted",
-        "turn.started",
-        "message.appended",
-        "message.appended",
-        "turn.finished",
-    ]
-    assert [e.actor for e in events[-5:]] == [
-        "uid:1000",
-        "gateway",
-        "uid:1000",
-        "uid:1000",
-        "gateway",
-    ]
-    assert admission.version == events[-5].sequence and begun.version == events[-3].sequence
-    assert ended.head is not None and ended.head.version == eng.get(sid).version
-    before = eng.get(sid).version
-    again = _whole(eng, sid, 2, "a")
-    assert again[0].duplicate and again[2] is None and eng.get(sid).version == before
-    diffs = verify(eng.db_path)
-    assert diffs and all(d.equal for d in diffs), diffs
-
-
-def test_whole_stops_where_the_turn_cannot_go_on(eng: SessionEngine, tmp_path: Path) -> None:
-    """Behind a queued turn only the admission is stored; a transcript changed since the
-    answer was made leaves the turn started (its caller answers it anew); a refused user
-    message finishes it failed with the admission."""
-    sid = _admitted(eng, "a")
-    admission, _head, begun, ended = _whole(eng, sid, 2, "b")
-    assert admission.turn == 2 and begun is not None and begun.turn == 0 and ended is None
-    assert eng.get(sid).turn_queue == [1, 2]
-    other = eng.start_session("cli")
-    stale = eng.get(other).display_version
-    eng.append_message(other, "user", "meanwhile")
-    _adm, _head, begun, ended = _whole(eng, other, 1, "c", display_version=stale)
-    assert begun is not None and begun.transcript_moved and ended is None
-    assert eng.get(other).turn_running == 1
-    small = SessionEngine(tmp_path / "small.db", actor="gateway", max_message_bytes=64)
-    try:
-        sid = small.start_session("cli")
-        user = {"role": "user", "content": "x" * 100}
-        _adm, _head, begun, ended = _whole(small, sid, 1, "d", user=user)
-        assert begun is not None and "64 bytes" in begun.error and ended is None
-        assert _types(small, sid)[-3:] == ["turn.admitted", "turn.started", "turn.finished"]
-    finally:
-        small.close()
