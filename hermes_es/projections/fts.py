@@ -361,7 +361,15 @@ def create_fts_sql(
 
 # -- filling a fresh index (a rebuild) --------------------------------------------------------
 
-FILL_OPTIONS = (("automerge", 0), ("crisismerge", 64))
+FILL_CRISISMERGE = 200
+"""Segments a level of an index being filled holds before FTS5 merges them all into one of
+the next level. A rebuild writes ~5 segments a batch of 5,000 messages (~5,000 at 5,000,000
+messages): with 200, every posting is written three times at most (its segment, one merge of
+200 of them, the final merge) up to ~40,000 segments; with 64, a second level of merges began
+at ~4,000 segments (4,100,000 messages) and rewrote most of the index once more inside one
+batch (~48 s of the writer's CPU at 5,000,000; bench/README.md, big_store, "Rebuild at
+5,000,000 messages"). FTS5 allows 2,000 segments in all, so two full levels stay well below."""
+FILL_OPTIONS = (("automerge", 0), ("crisismerge", FILL_CRISISMERGE))
 """FTS5 options of an index a replay fills from nothing (``fill_options``). FTS5 writes the
 rows of each transaction as a new segment (and another each time a megabyte of them is
 pending) and, by default (``automerge`` 4), merges every four segments of a level into one of

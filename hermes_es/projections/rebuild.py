@@ -34,7 +34,9 @@ from hermes_es.store.schema import EVENTS_SCHEMA
 from hermes_es.store.scrub import truncate_wal
 
 Progress = Callable[[int, int], None]
-"""Called with (events replayed, events in the log)."""
+"""Called with (events replayed, size of the log), the last time with (replayed, replayed). The
+size is the log's last position (``_log_size``): its event count, or more when sessions were
+deleted from it."""
 
 BATCH = 5000
 REBUILD_CACHE_KIB = 65536
@@ -44,7 +46,7 @@ RACE_ATTEMPTS = 5
 """Replays started over when sessions are deleted under them (``ReplayRaced``) before giving up."""
 NON_SESSION_PREFIXES = ("prompt:", "receipt:", "gateway:")
 READER_MIN_EVENTS = 50_000
-"""Logs from this many events up are rebuilt with a reader process (starting one costs a
+"""Logs from this size up (``_log_size``) are rebuilt with a reader process (starting one costs a
 fraction of a second; below this the rebuild itself takes about that long)."""
 
 
@@ -146,8 +148,14 @@ def replay_into(conn: apsw.Connection, pset: ProjectionSet) -> int:
     return replayer.count
 
 
-def _total(conn: apsw.Connection, schema: str = "main") -> int:
-    return int(conn.execute(f"SELECT COUNT(*) FROM {schema}.events").fetchall()[0][0])
+def _log_size(conn: apsw.Connection, schema: str = "main") -> int:
+    """The log's last position: its event count unless sessions were deleted from it (their
+    events go; positions are never reused). It is the last entry of the rowid b-tree, a few
+    pages at any size, where ``COUNT(*)`` reads a whole index: ~190 MB at 5,000,000 messages,
+    8 s when the store was not in the page cache (bench/README.md, big_store, "Rebuild at
+    5,000,000 messages")."""
+    rows = conn.execute(f"SELECT MAX(id) FROM {schema}.events").fetchall()
+    return int(rows[0][0] or 0)
 
 
 def _drop(conn: apsw.Connection, tables: list[str]) -> None:
@@ -211,7 +219,7 @@ def _rebuild(
     checkpoints: RebuildCheckpoints | None = None,
 ) -> int:
     if use_reader is None:
-        use_reader = (os.cpu_count() or 1) > 1 and _total(conn) >= READER_MIN_EVENTS
+        use_reader = (os.cpu_count() or 1) > 1 and _log_size(conn) >= READER_MIN_EVENTS
     for attempt in range(1, RACE_ATTEMPTS + 1):
         reader = Reader(db_path, fresh.prefix, BATCH) if use_reader else None
         try:
@@ -240,7 +248,7 @@ def _rebuild_once(
         fresh.begin_fill(conn)
     conn.execute(f"PRAGMA cache_size = -{REBUILD_CACHE_KIB}")
     replayer = Replayer(fresh)
-    total = _total(conn)
+    total = _log_size(conn)
     with replay_collection() as tick:
         if reader is None:
             for changes in _log_batches(conn, 0):
@@ -394,7 +402,7 @@ def _verify_once(db_path: Path, progress: Progress | None) -> list[TableDiff]:
     try:
         replayer = Replayer(ProjectionSet(bulk=True))
         with conn:
-            total = _total(conn, LIVE)
+            total = _log_size(conn, LIVE)
         with replay_collection() as tick:
             for changes in _log_batches(conn, 0, schema=LIVE):
                 with conn:

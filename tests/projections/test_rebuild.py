@@ -102,6 +102,22 @@ def test_rebuild_reproduces_the_live_tables(engine: SessionEngine) -> None:
     assert bad(verify(engine.db_path)) == {}
 
 
+def test_rebuild_progress_runs_to_the_logs_last_position(engine: SessionEngine) -> None:
+    """Progress is against the log's last position, which the deleted session's events still
+    count (COUNT(*) would read a whole index first); the last call is the events replayed."""
+    populate(engine)
+    conn = engine.store.connection()
+    events, last = conn.execute("SELECT COUNT(*), MAX(id) FROM events").fetchall()[0]
+    assert last > events  # the deleted session's events are gone from the log
+    seen: list[tuple[int, int]] = []
+    assert (
+        rebuild(engine.db_path, progress=lambda done, total: seen.append((done, total))) == events
+    )
+    assert seen[0][1] == last
+    assert all(done <= total for done, total in seen)
+    assert seen[-1] == (events, events)
+
+
 def test_engine_keeps_working_across_a_rebuild(engine: SessionEngine) -> None:
     """An open engine writes into the swapped-in tables; search and verify still agree."""
     a, child = populate(engine)

@@ -8,9 +8,10 @@ import gc
 import pytest
 
 from hermes_es.commands.engine import SessionEngine
+from hermes_es.projections import fts
 from hermes_es.projections import rebuild as rebuild_module
 from hermes_es.projections.catalog import connect
-from hermes_es.projections.fts import LIVE_OPTIONS, merge_step
+from hermes_es.projections.fts import FILL_CRISISMERGE, LIVE_OPTIONS, merge_step
 from hermes_es.projections.rebuild import rebuild, verify
 from hermes_es.projections.replay_gc import COLLECT_EVERY, replay_collection
 
@@ -73,6 +74,33 @@ def test_rebuild_merges_the_index_into_one_segment(
     assert after == before
     assert all(before.values())
     assert all(d.equal for d in verify(engine.db_path))
+
+
+@pytest.mark.parametrize("reader", [False, True], ids=["in-process", "reader-process"])
+def test_crisis_merges_during_the_fill_keep_the_index_whole(
+    engine: SessionEngine, monkeypatch: pytest.MonkeyPatch, reader: bool
+) -> None:
+    """With a crisis merge every two segments, the fill merges at several levels as it goes
+    (as a big log does at ``FILL_CRISISMERGE``): the index is still one segment, with the
+    same search results and content as the live index (``verify``)."""
+    events = many_turns(engine)
+    queries = ["wombat7", "snake_case_4", "検索", "src/main_1.py", "answer"]
+    before = {q: [(h.session_id, h.seq) for h in engine.search(q, limit=500)] for q in queries}
+    monkeypatch.setattr(rebuild_module, "BATCH", 2)  # ~40 transactions, a segment each
+    monkeypatch.setattr(fts, "FILL_OPTIONS", (("automerge", 0), ("crisismerge", 2)))
+    assert rebuild(engine.db_path, reader=reader) == events
+    assert leaves_one_segment(engine)
+    after = {q: [(h.session_id, h.seq) for h in engine.search(q, limit=500)] for q in queries}
+    assert after == before
+    assert all(before.values())
+    assert all(d.equal for d in verify(engine.db_path))
+
+
+def test_two_full_levels_of_the_fill_fit_fts5s_segment_limit() -> None:
+    """FTS5 refuses an index of more than 2,000 segments (FTS5_MAX_SEGMENT): a fill holds at
+    most ``FILL_CRISISMERGE - 1`` a level, and a log big enough for a third level is ~40,000
+    batches."""
+    assert FILL_CRISISMERGE >= 2 and 3 * (FILL_CRISISMERGE - 1) < 2000
 
 
 def test_appends_after_a_rebuild_are_indexed_and_merged_as_usual(
