@@ -19,7 +19,7 @@ import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -255,7 +255,10 @@ class SessionAuthority:
         self._send_events(session_id, clients, events)
 
     def _send_events(
-        self, session_id: str, clients: set[Client], events: list[q.StreamEvent]
+        self,
+        session_id: str,
+        clients: set[Client],
+        events: Sequence[q.StreamEvent | p.LiveEvent],
     ) -> None:
         held = self._held.get(session_id)
         if held:
@@ -308,9 +311,7 @@ class SessionAuthority:
             if fresh[0].version != after + 1:
                 self.publish(sid)
                 continue
-            self._send_events(
-                sid, clients, [q.stream_event(sid, c.version, c.event) for c in fresh]
-            )
+            self._send_events(sid, clients, [p.live_event(sid, c.version, c.event) for c in fresh])
 
     def _release(self, session_id: str, clients: set[Client] | None) -> None:
         """Write the session's held ``turn.stream`` frames, in order, to its clients."""

@@ -72,6 +72,31 @@ class Notification(msgspec.Struct, frozen=True, kw_only=True):
     """A JSON object: a mapping, or a Struct encoded as one (a stored event)."""
 
 
+class LiveEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """A ``session.event`` as the writer just stored it: the fields of
+    ``queries.turns.StreamEvent``, in its order, with the event Struct itself as ``event``
+    (encoded as the mapping ``StreamEvent`` holds: the same bytes, with no mapping built)."""
+
+    session_id: str
+    sequence: int
+    type: str
+    at: float
+    actor: str
+    event: Any
+
+
+def live_event(session_id: str, version: int, event: Any) -> LiveEvent:
+    """``queries.turns.stream_event`` of an event the writer just stored."""
+    return LiveEvent(
+        session_id=session_id,
+        sequence=version,
+        type=event.topic,
+        at=event.at,
+        actor=event.actor,
+        event=event,
+    )
+
+
 # -- params -----------------------------------------------------------------------------------
 
 

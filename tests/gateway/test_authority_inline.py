@@ -268,3 +268,35 @@ def test_submissions_racing_to_an_idle_session_run_first_in_first_out(
         assert pushed == list(range(pushed[0], pushed[0] + len(pushed)))
 
     _run(tmp_path, body)
+
+
+def test_live_event_frames_are_the_bytes_a_replay_of_the_log_encodes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the fan-out writes for each stored event (built from the event the writer just
+    stored) is byte for byte the frame of the same event read back from the log."""
+    monkeypatch.setenv("HERMES_RESPONDER", "offline")
+
+    async def body(authority: SessionAuthority, make_client: Any) -> None:
+        raw: list[bytes] = []
+        client = make_client([])
+        plain = client.send
+
+        def keep(frame: bytes) -> None:
+            raw.append(frame)
+            plain(frame)
+
+        client.send = keep
+        sid = (await authority.create(client, p.CreateParams()))["session_id"]
+        for n in range(3):
+            await _turn(authority, client, sid, f"t{n}")
+        await authority.mutate(client, "session.rename", p.MutateParams(session_id=sid, title="x"))
+        live = [f for f in raw if b'"session.event"' in f]
+        after = json.loads(live[0])["params"]["sequence"] - 1
+        replay = [
+            p.encode(p.Notification(method="session.event", params=e))
+            for e in q.events_since(authority._read(), sid, after)
+        ]
+        assert len(live) >= 15 and live == replay
+
+    _run(tmp_path, body)
