@@ -185,12 +185,13 @@ class _Migrator:
         parent = self.sessions.get(s.parent_session_id or "")
         kind = parent_kind(s, parent) if s.parent_session_id else ""
         cwd = s.cwd or ""
+        hermes_fields = _hermes_fields(s)
         started = agg.start(
             s.id, at=s.started_at or now, actor=actor, source=_source(s.source, s.id, skipped),
             parent_id=s.parent_session_id or "", parent_kind=kind, user_id=s.user_id or "",
             profile=s.profile_name or "default", model=s.model or "",
             model_config=s.model_config, chat_id=_text(s.extra.get("chat_id")),
-            launch_flags={"hermes": _hermes_fields(s)} if _hermes_fields(s) else {},
+            launch_flags={"hermes": hermes_fields} if hermes_fields else {},
             prompt_hash=self._prompt(batch, s.system_prompt) if s.system_prompt else "",
             cwd=cwd, workspace_key=s.git_repo_root or cwd, imported_from=self.origin,
         )  # fmt: skip

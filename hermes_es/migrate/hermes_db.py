@@ -68,7 +68,7 @@ import heapq
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -414,6 +414,12 @@ class HermesDb:
             self.schema_version = self._check_schema()
             self.session_columns = self._columns("sessions")
             self.message_columns = self._columns("messages")
+            self._message_layout = MessageColumns(sorted(self.message_columns))
+            # CAST: a bare ``= ?`` let the planner test the bound id against the file's
+            # partial indexes, which made SQLite prepare the statement again at every session
+            self._messages_sql = self._select(
+                "messages", self.message_columns, "WHERE session_id = CAST(? AS TEXT) ORDER BY id"
+            )
             self._check_required_columns()
             self._report_orphan_messages()
         except BaseException:
@@ -637,18 +643,24 @@ class HermesDb:
         self, session_id: str, *, include_bookkeeping: bool = False
     ) -> Iterator[LegacyMessage]:
         """The session's messages in stored order; unknown roles and bookkeeping are reported."""
-        sql = self._select("messages", self.message_columns, "WHERE session_id = ? ORDER BY id")
-        names = sorted(self.message_columns)
+        columns = self._message_layout
         fallback_time = self._session_start(session_id)
         bookkeeping = 0
+        role_at = columns.role
         try:
-            cursor = self._live().execute(sql, (session_id,))
+            cursor = self._live().execute(self._messages_sql, (session_id,))
             for values in cursor:
-                row = dict(zip(names, values, strict=True))
-                if row.get("role") == BOOKKEEPING_ROLE and not include_bookkeeping:
+                if (
+                    role_at is not None
+                    and values[role_at] == BOOKKEEPING_ROLE
+                    and not include_bookkeeping
+                ):
                     bookkeeping += 1
                     continue
-                message = self._message_from_row(row, session_id, fallback_time)
+                message = _plain_message(values, columns, session_id)
+                if message is None:
+                    row = dict(zip(columns.names, values, strict=True))
+                    message = self._message_from_row(row, session_id, fallback_time)
                 if message is not None:
                     yield message
         except apsw.Error as exc:
@@ -669,9 +681,6 @@ class HermesDb:
     def _message_from_row(
         self, row: dict[str, SQLiteValue], session_id: str, fallback_time: float
     ) -> LegacyMessage | None:
-        quick = _plain_message(row, session_id)
-        if quick is not None:
-            return quick
         row_id = cast(int, row["id"])
         where = f"message row {row_id} in session {session_id}"
         role = row.get("role")
@@ -755,8 +764,36 @@ _MESSAGE_FIELDS = frozenset(
 """The ``messages`` columns ``LegacyMessage`` has a field for (the rest go to ``extra``)."""
 
 
-def _plain_message(row: dict[str, SQLiteValue], session_id: str) -> LegacyMessage | None:
-    """The message of a row whose every field has its usual type, or None.
+class MessageColumns:
+    """Where each ``messages`` column a ``LegacyMessage`` field reads sits in a selected row
+    (None: the file has no such column), and the other columns (``extra``): a row is read
+    by position, without a dict per row."""
+
+    __slots__ = ("active", "compacted", "extra", "id", "names", "plain", "role", "text",
+                 "timestamp", "token_count", "tool_calls")  # fmt: skip
+
+    def __init__(self, names: Sequence[str]) -> None:
+        where = {name: i for i, name in enumerate(names)}
+        self.names = tuple(names)
+        self.id = where.get("id")
+        self.role = where.get("role")
+        self.timestamp = where.get("timestamp")
+        self.token_count = where.get("token_count")
+        self.active = where.get("active")
+        self.compacted = where.get("compacted")
+        self.tool_calls = where.get("tool_calls")
+        self.text = tuple(where.get(name) for name in _MESSAGE_TEXT)
+        """Positions of ``_MESSAGE_TEXT``, in that order."""
+        self.extra = tuple((i, n) for i, n in enumerate(names) if n not in _MESSAGE_FIELDS)
+        self.plain = self.id is not None and self.role is not None and self.timestamp is not None
+        """Whether rows can be read in one pass at all (else every row takes the checked path)."""
+
+
+def _plain_message(
+    values: Sequence[SQLiteValue], columns: MessageColumns, session_id: str
+) -> LegacyMessage | None:
+    """The message of a row (``values`` in ``columns`` order) whose every field has its usual
+    type, or None.
 
     Most rows hold text or NULL in the text columns, a number in ``timestamp``, integers or
     NULL in the counts and flags, and a JSON list of objects (or nothing) in ``tool_calls``:
@@ -764,23 +801,29 @@ def _plain_message(row: dict[str, SQLiteValue], session_id: str) -> LegacyMessag
     (NULL timestamp, a BLOB, a number in a text column, bad JSON, an unknown role) is left to
     the checked path, which reports what it changes.
     """
-    get = row.get
-    role = get("role")
+    if not columns.plain:
+        return None
+    role = values[columns.role]  # type: ignore[index]
     if role not in _CONVERSATION_ROLES:
         return None
-    for name in _MESSAGE_TEXT:
-        value = get(name)
+    text: list[str | None] = []
+    for i in columns.text:
+        value = None if i is None else values[i]
         if value is not None and type(value) is not str:
             return None
-    timestamp = get("timestamp")
+        text.append(value)
+    timestamp = values[columns.timestamp]  # type: ignore[index]
     if type(timestamp) is not float and type(timestamp) is not int:
         return None
-    token_count, active, compacted = get("token_count"), get("active"), get("compacted")
-    for number in (token_count, active, compacted):
+    numbers = []
+    for i in (columns.token_count, columns.active, columns.compacted):
+        number = None if i is None else values[i]
         if number is not None and type(number) is not int:
             return None
+        numbers.append(number)
+    token_count, active, compacted = numbers
     calls: list[dict[str, Any]] = []
-    raw = get("tool_calls")
+    raw = None if columns.tool_calls is None else values[columns.tool_calls]
     if raw is not None:
         if type(raw) is not str:
             return None
@@ -795,23 +838,22 @@ def _plain_message(row: dict[str, SQLiteValue], session_id: str) -> LegacyMessag
                 return None
             calls = decoded
     extra = {
-        name: _extra_value(value)
-        for name, value in row.items()
-        if value is not None and name not in _MESSAGE_FIELDS
+        name: _extra_value(value) for i, name in columns.extra if (value := values[i]) is not None
     }
+    content, tool_call_id, tool_name, finish_reason, reasoning, reasoning_content = text
     return LegacyMessage(
-        row_id=cast(int, row["id"]),
+        row_id=cast(int, values[columns.id]),  # type: ignore[index]
         session_id=session_id,
         role=cast(Role, role),
-        content=cast(str | None, get("content")) or "",
+        content=content or "",
         timestamp=float(timestamp),
         tool_calls=calls,
-        tool_call_id=cast(str | None, get("tool_call_id")),
-        tool_name=cast(str | None, get("tool_name")),
-        token_count=cast(int | None, token_count),
-        finish_reason=cast(str | None, get("finish_reason")),
-        reasoning=cast(str | None, get("reasoning")),
-        reasoning_content=cast(str | None, get("reasoning_content")),
+        tool_call_id=tool_call_id,
+        tool_name=tool_name,
+        token_count=token_count,
+        finish_reason=finish_reason,
+        reasoning=reasoning,
+        reasoning_content=reasoning_content,
         active=True if active is None else active != 0,
         compacted=False if compacted is None else compacted != 0,
         extra=extra,

@@ -53,7 +53,7 @@ def test_quick_path_equals_checked_path(tmp_path: Path, monkeypatch: pytest.Monk
     path = tmp_path / "state.db"
     _build(path)
     quick, quick_skipped = _read(path)
-    monkeypatch.setattr(hermes_db, "_plain_message", lambda row, session_id: None)
+    monkeypatch.setattr(hermes_db, "_plain_message", lambda values, columns, session_id: None)
     checked, checked_skipped = _read(path)
     assert quick == checked
     assert quick_skipped == checked_skipped
@@ -66,9 +66,24 @@ def test_quick_path_takes_plain_rows_and_leaves_odd_ones(tmp_path: Path) -> None
         "id": 1, "session_id": "s", "role": "user", "content": "hi", "timestamp": 1.5,
         "tool_calls": None, "active": 1, "compacted": 0, "api_content": "raw",
     }  # fmt: skip
-    message = hermes_db._plain_message(row, "s")
+
+    def plain(changed: dict[str, hermes_db.SQLiteValue]) -> LegacyMessage | None:
+        values = {**row, **changed}
+        names = sorted(values)
+        columns = hermes_db.MessageColumns(names)
+        return hermes_db._plain_message(tuple(values[n] for n in names), columns, "s")
+
+    message = plain({})
     assert message is not None and message.extra == {"api_content": "raw"}
     assert message.content == "hi" and message.active and not message.compacted
-    assert hermes_db._plain_message({**row, "timestamp": None}, "s") is None
-    assert hermes_db._plain_message({**row, "content": b"x"}, "s") is None
-    assert hermes_db._plain_message({**row, "role": "session_meta"}, "s") is None
+    assert plain({"timestamp": None}) is None
+    assert plain({"content": b"x"}) is None
+    assert plain({"role": "session_meta"}) is None
+
+
+def test_quick_path_needs_the_columns_it_reads() -> None:
+    """A file without a ``timestamp`` column: every row takes the checked path (which
+    reports the missing time and uses the session start)."""
+    columns = hermes_db.MessageColumns(["content", "id", "role", "session_id"])
+    assert not columns.plain
+    assert hermes_db._plain_message(("hi", 1, "user", "s"), columns, "s") is None
