@@ -13,6 +13,12 @@ as the gateway's group commit does): FTS5 writes its pending rows out as a new i
 every SAVEPOINT, which made one tiny segment per session, most of a migration's CPU time and an
 index of many segments that every later search probes.
 
+Into a store that holds no session yet (a first migration) the full-text index is filled as
+a rebuild fills it (``ProjectionSet.begin_fill``): FTS5 merges no segment while a group writes
+its rows, and once every group is committed the segments are merged into one in short
+transactions of their own (``merge_fill``). Each group sets the fill options when it opens
+and puts FTS5's defaults back before it commits, so a killed migration never leaves them set.
+
 What a crash loses is the uncommitted group, never a committed one; a re-run skips the
 sessions already present, as before, and resumes with the first group not committed.
 """
@@ -50,12 +56,30 @@ class GroupedUnits:
         self._batch: Batch | None = None
         self._messages = 0
         self._units = 0
+        self._fill: bool | None = None
+        """Whether the index is filled as a rebuild fills it (decided by the first group)."""
 
     def _open(self) -> Batch:
         if self._batch is None:
             stack = ExitStack()
             batch = stack.enter_context(self.store.transaction())
-            deferred_index = getattr(self.store.projections, "deferred_index", None)
+            projections = self.store.projections
+            if self._fill is None:
+                self._fill = (
+                    hasattr(projections, "begin_fill")
+                    and not batch.conn.execute("SELECT 1 FROM sessions LIMIT 1").fetchall()
+                )
+            if self._fill:
+                conn = batch.conn
+                projections.begin_fill(conn)
+
+                def end_fill(kind: type[BaseException] | None, *exc: object) -> bool:
+                    if kind is None:  # after the group's index rows, before its commit
+                        projections.end_fill(conn)
+                    return False
+
+                stack.push(end_fill)
+            deferred_index = getattr(projections, "deferred_index", None)
             if deferred_index is not None:  # exits first: the index rows, then the commit
                 stack.enter_context(deferred_index(batch.conn))
             self._batch = batch
@@ -122,5 +146,14 @@ class GroupedUnits:
     ) -> None:
         if exc is None:
             self.commit()
+            if self._fill:
+                self._merge_filled()
         else:
             self.rollback(exc)
+
+    def _merge_filled(self) -> None:
+        """Merge the segments the groups' fill left, one bounded step a transaction."""
+        more = True
+        while more:
+            with self.store.transaction() as batch:
+                more = self.store.projections.merge_fill(batch.conn)

@@ -79,3 +79,71 @@ def test_an_error_outside_a_unit_abandons_the_open_group(tmp_path: Path) -> None
             raise RuntimeError("stop")
         conn = engine.store.connection()
         assert [r[0] for r in conn.execute("SELECT id FROM sessions")] == ["kept"]
+
+
+def _fts_options(path: Path) -> dict[str, object]:
+    from hermes_es.projections.catalog import connect
+
+    conn = connect(path)
+    try:
+        return {str(k): v for k, v in conn.execute("SELECT k, v FROM messages_fts_config")}
+    finally:
+        conn.close()
+
+
+def _one_segment(path: Path) -> bool:
+    """True when a merge of every segment of the index finds nothing to do."""
+    from hermes_es.projections.catalog import connect
+    from hermes_es.projections.fts import merge_step
+
+    conn = connect(path)
+    try:
+        with conn:
+            return not merge_step(conn, "messages_fts")
+    finally:
+        conn.close()
+
+
+@pytest.mark.sqlite_only  # the SQLite store's FTS5 index
+def test_groups_into_an_empty_store_fill_the_index_then_merge_it(tmp_path: Path) -> None:
+    """Into a store with no session the groups merge no segment as they go; what a committed
+    group leaves has FTS5's default options (a killed run leaves no fill options), and at the
+    end the index is one segment, searchable, matching the log."""
+    from hermes_es.projections.fts import LIVE_OPTIONS
+
+    db = tmp_path / "state.db"
+    with SessionEngine.open(tmp_path) as engine:
+        with GroupedUnits(engine.store, max_messages=2) as units:
+            for k in range(12):
+                _session(units, f"s{k}", [f"wombat{k} text", f"second {k} words"])
+                units.commit_if_due()
+                if k == 5:
+                    options = _fts_options(db)
+                    assert {key: options[key] for key, _ in LIVE_OPTIONS} == dict(LIVE_OPTIONS)
+                    assert not _one_segment(db)  # several groups, several segments so far
+        assert units.committed_units == 12
+        assert _one_segment(db)
+        options = _fts_options(db)
+        assert {key: options[key] for key, _ in LIVE_OPTIONS} == dict(LIVE_OPTIONS)
+        assert [h.session_id for h in engine.search("wombat7")] == ["s7"]
+        assert len(engine.search("second", limit=50)) == 12
+    assert all(d.equal for d in verify(db))
+
+
+@pytest.mark.sqlite_only
+def test_groups_into_a_store_with_sessions_leave_its_index_segments(tmp_path: Path) -> None:
+    """A store that already holds sessions is written as always: its index is not merged
+    into one segment at the end (that would rewrite an index of any size)."""
+    db = tmp_path / "state.db"
+    with SessionEngine.open(tmp_path) as engine:
+        for k in range(3):
+            with GroupedUnits(engine.store) as units:
+                _session(units, f"old{k}", [f"existing {k}"])
+        assert not _one_segment(db)
+        with GroupedUnits(engine.store, max_messages=2) as units:
+            for k in range(4):
+                _session(units, f"s{k}", [f"new {k} text", "more"])
+                units.commit_if_due()
+        assert not _one_segment(db)
+        assert len(engine.search("new", limit=50)) == 4
+    assert all(d.equal for d in verify(db))
