@@ -327,13 +327,23 @@ def fail(message: str, code: int = 1) -> NoReturn:
     sys.exit(code)
 
 
-def warn_unscrubbed(scrubbed: bool, db_path: Path) -> None:
-    """After a committed delete whose WAL scrub was blocked, say so and name who blocks it."""
+def warn_unscrubbed(scrubbed: bool, hermes: Hermes) -> None:
+    """After a committed delete whose scrub was blocked, say so and what finishes it."""
     if scrubbed:
+        return
+    if hermes.backend.kind != "sqlite":
+        echo(
+            "warning: deleted, but another connection to the database held a lock on the"
+            " tables the delete rewrites, so the deleted text stays in their files until they"
+            " are rewritten: the next delete does it, or an operator's VACUUM (FULL) of those"
+            " tables (docs/postgres.md, 'Physical delete', names them and what else stays the"
+            " operator's concern: WAL archives, replicas, backups)",
+            err=True,
+        )
         return
     from hermes_es.commands.holders import describe, live_holders
 
-    holders = ", ".join(describe(h) for h in live_holders(db_path, exclude_self=True))
+    holders = ", ".join(describe(h) for h in live_holders(hermes.db_path, exclude_self=True))
     echo(
         "warning: deleted, but another process still reads state.db"
         + (f" ({holders})" if holders else "")

@@ -280,7 +280,7 @@ def delete_cmd(ctx: click.Context, session: str, yes: bool, chain: bool) -> None
         result = gateway.http_call("sessions.delete", {"session_ids": targets, "reason": "delete"})
         for deleted in result["deleted"]:
             echo(f"deleted {deleted} (through the gateway)")
-        warn_unscrubbed(bool(result["scrubbed"]), hermes.db_path)
+        warn_unscrubbed(bool(result["scrubbed"]), hermes)
         return
     if chain:
         done = delete_many(engine.store, targets, reason="delete", actor=engine.actor)
@@ -288,4 +288,4 @@ def delete_cmd(ctx: click.Context, session: str, yes: bool, chain: bool) -> None
         done = delete_session(engine.store, sid, reason="delete", actor=engine.actor)
     for d in done:
         echo(f"deleted {d.session_id} ({d.messages} messages)")
-    warn_unscrubbed(all(d.scrubbed for d in done), hermes.db_path)
+    warn_unscrubbed(all(d.scrubbed for d in done), hermes)

@@ -177,7 +177,7 @@ def _export_and_delete(
     _report(done.files, target, as_json)
     if not as_json:
         echo(f"Verified and deleted {len(done.deleted)} session(s): {', '.join(done.deleted)}")
-    warn_unscrubbed(done.scrubbed, get_hermes(ctx).db_path)
+    warn_unscrubbed(done.scrubbed, get_hermes(ctx))
 
 
 def _report(files: list[ExportedFile], target: Path, as_json: bool) -> None:

@@ -203,7 +203,7 @@ def prune_cmd(
         )
         for sid in result.get("kept", []):
             click.echo(f"kept {sid}: changed during prune")
-        warn_unscrubbed(bool(result["scrubbed"]), hermes.db_path)
+        warn_unscrubbed(bool(result["scrubbed"]), hermes)
         return
     engine = hermes.engine()
     with progress_bar("pruning", enabled=show) as update:
@@ -212,7 +212,7 @@ def prune_cmd(
         echo_json({"deleted": [d.session_id for d in done], "kept": plan.kept})
         return
     echo(f"deleted {len(done)} session(s), {sum(d.messages for d in done)} message(s)")
-    warn_unscrubbed(all(d.scrubbed for d in done), hermes.db_path)
+    warn_unscrubbed(all(d.scrubbed for d in done), hermes)
 
 
 def _size(n: int) -> str:

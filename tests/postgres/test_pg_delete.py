@@ -104,3 +104,30 @@ def test_a_lock_held_elsewhere_leaves_the_scrub_pending(pg_url: str) -> None:
         assert [d.scrubbed for d in done] == [False]
         assert eng.search(SECRET) == []
         assert eng.store.scrub_after_delete() is True  # type: ignore[attr-defined]
+
+
+def test_cli_delete_whose_scrub_is_blocked_says_what_finishes_it(
+    pg_server: PgServer, pg_url: str
+) -> None:
+    """``sessions delete`` while another connection holds a table lock: the delete commits
+    (exit 0) and the warning is the server store's (the next delete or VACUUM (FULL) finishes
+    it), not state.db's; the next delete then leaves no trace of the first in the files."""
+    doomed, kept = _seed(pg_url)
+    env = {"HERMES_HOME": str(pg_server.root / "home")}
+    with psycopg.connect(pg_url) as blocker:
+        blocker.execute("SELECT COUNT(*) FROM sessions")  # holds ACCESS SHARE until rollback
+        result = CliRunner().invoke(
+            cli, ["--store", pg_url, "sessions", "delete", doomed, "--yes"], env=env
+        )
+        blocker.rollback()
+    assert result.exit_code == 0, result.output
+    assert f"deleted {doomed}" in result.output
+    assert "another connection to the database held a lock" in result.output
+    assert "VACUUM (FULL)" in result.output and "state.db" not in result.output
+    assert _files_holding(pg_server, pg_url, SECRET)  # the scrub did not run
+    result = CliRunner().invoke(
+        cli, ["--store", pg_url, "sessions", "delete", kept, "--yes"], env=env
+    )
+    assert result.exit_code == 0, result.output
+    assert "warning" not in result.output
+    assert _files_holding(pg_server, pg_url, SECRET) == []
