@@ -246,8 +246,14 @@ def search(args: dict[str, Any]) -> dict[str, Any]:
     found: dict[str, list[int]] = {}
     for q in args["recall"]:
         found[q] = [int(r["id"]) for r in db.search_messages(q, limit=1000)]
+    # What Hermes' query sanitizer made of each query (it strips a leading or trailing
+    # and/or/not, so "and" searches nothing and "and disphator" searches "disphator").
+    sanitize = getattr(db, "_sanitize_fts5_query", None)
+    sanitized = (
+        {q: str(sanitize(q)) for qs in args["classes"].values() for q in qs} if sanitize else {}
+    )
     db.close()
-    return {"times": times, "cpu_times": cpu_times, "found": found}
+    return {"times": times, "cpu_times": cpu_times, "found": found, "sanitized": sanitized}
 
 
 def sessions(args: dict[str, Any]) -> dict[str, Any]:
