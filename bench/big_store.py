@@ -6,8 +6,9 @@ folder (``--dir``, default ``bench/out/big``), and the steps keep what they made
 
 * ``log``: the log only, 50,000 message events a transaction through the recorder (one event
   per message, as live appends store them). Resumable: a re-run starts after the last
-  session committed (it regenerates the workload from the start, the text generator being
-  sequential, unless ``texts`` saved the messages). Progress every 250,000 messages.
+  session committed. The messages ``texts`` saved (``messages.marshal``, which may be a link
+  to another folder's) are read instead of generated (the generator is sequential: a resume
+  would otherwise generate those it skips). Progress every 250,000 messages.
 * ``texts``: the workload's texts saved once (``texts.marshal``), and every message's
   fields (``messages.marshal``); ``search`` reads the texts and ``floor`` the messages instead
   of generating them again (at 5,000,000 the generator costs ~6 CPU-minutes a pass). It can
@@ -71,8 +72,8 @@ def build_log(db: Path, work: Workload, per_txn: int = 50_000) -> None:
     from hermes_es.commands.unit_of_work import Store
 
     last = _last_session(db)
-    if last >= 0 and (db.parent / "messages.marshal").exists():
-        load_messages(db.parent, work)  # a resume need not generate the messages it skips
+    if (db.parent / "messages.marshal").exists():
+        load_messages(db.parent, work)  # saved by ``texts``: not generated again (~6 CPU-min)
     log(f"log: {work.n:,} messages into {db}, after session {last}")
     store = Store(db)
     recorder, datastore = store.recorder, store.datastore
