@@ -33,6 +33,7 @@ import codecs
 import hashlib
 import os
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Literal
 
@@ -424,11 +425,19 @@ def _restore_all(
     progress: Callable[[int, int], None] | None,
     on_conflict: OnConflict = "refuse",
 ) -> None:
-    """Restore every new line in one transaction, writing each session's events as it goes."""
+    """Restore every new line in one transaction, writing each session's events as it goes.
+
+    The full-text rows of every restored session are written once, before the transaction
+    commits (``deferred_index``, as a group commit and a migration write them): indexing each
+    session as it is flushed wrote a segment and ran an index merge step per session."""
     total = sum(len(item.session.messages) for item in lines)
     done = 0
     tick = progress or (lambda d, t: None)
-    with store.transaction() as batch:
+    with ExitStack() as stack:
+        batch = stack.enter_context(store.transaction())
+        deferred_index = getattr(store.projections, "deferred_index", None)
+        if deferred_index is not None:  # exits first: the index rows, then the commit
+            stack.enter_context(deferred_index(batch.conn))
         _check_parents(batch, lines)
         restorer = _Restorer(batch, actor)
         left_out: set[str] = set()

@@ -12,6 +12,7 @@ from hermes_es.commands.engine import SessionEngine
 from hermes_es.commands.export import ExportOptions, export_sessions
 from hermes_es.commands.importing import import_backups
 from hermes_es.errors import ConflictError, GuardError, ValidationError
+from hermes_es.projections import fts_upkeep
 from hermes_es.projections.rebuild import verify
 from hermes_es.queries.transcript import messages_of
 
@@ -283,3 +284,23 @@ def test_log_clash_at_write_names_file_and_line(tmp_path: Path) -> None:
     assert "nothing was imported" in info.value.message
     assert info.value.subject == "s1"
     assert _count(b) == 0
+
+
+def test_imported_sessions_are_indexed_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Forty sessions restored in one transaction: their full-text rows are written together
+    before it commits (one index write and one merge step, not one a session), and every one
+    is found."""
+    steps: list[str] = []
+    monkeypatch.setattr(fts_upkeep, "merge_step", lambda conn, table: steps.append(table))
+    lines = [
+        _line(f"s{k:02d}", messages=[{"role": "user", "content": f"word{k} shared", "at": 2.0}])
+        for k in range(40)
+    ]
+    engine = open_engine(tmp_path / "h")
+    import_backups(engine.store, [_write(tmp_path / "b.jsonl", *lines)])
+    assert steps == ["messages_fts"]
+    for k in (0, 17, 39):
+        assert [h.session_id for h in engine.search(f"word{k}")] == [f"s{k:02d}"]
+    assert len(engine.search("shared", limit=100)) == 40
