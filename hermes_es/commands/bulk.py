@@ -65,20 +65,9 @@ class GroupedUnits:
             batch = stack.enter_context(self.store.transaction())
             projections = self.store.projections
             if self._fill is None:
-                self._fill = (
-                    hasattr(projections, "begin_fill")
-                    and not batch.conn.execute("SELECT 1 FROM sessions LIMIT 1").fetchall()
-                )
-            if self._fill:
-                conn = batch.conn
-                projections.begin_fill(conn)
-
-                def end_fill(kind: type[BaseException] | None, *exc: object) -> bool:
-                    if kind is None:  # after the group's index rows, before its commit
-                        projections.end_fill(conn)
-                    return False
-
-                stack.push(end_fill)
+                self._fill = fill_if_empty(stack, self.store, batch)
+            elif self._fill:
+                fill_index(stack, self.store, batch)
             deferred_index = getattr(projections, "deferred_index", None)
             if deferred_index is not None:  # exits first: the index rows, then the commit
                 stack.enter_context(deferred_index(batch.conn))
@@ -153,7 +142,41 @@ class GroupedUnits:
 
     def _merge_filled(self) -> None:
         """Merge the segments the groups' fill left, one bounded step a transaction."""
-        more = True
-        while more:
-            with self.store.transaction() as batch:
-                more = self.store.projections.merge_fill(batch.conn)
+        merge_filled(self.store)
+
+
+def fill_index(stack: ExitStack, store: Store, batch: Batch) -> None:
+    """The full-text index of ``batch``'s transaction is filled as a rebuild fills it
+    (``ProjectionSet.begin_fill``), and FTS5's defaults are put back when ``stack`` closes
+    without an error: enter the transaction on ``stack`` first and the deferred index after
+    this, so the index rows are written, then the defaults put back, then the commit."""
+    projections = store.projections
+    conn = batch.conn
+    projections.begin_fill(conn)
+
+    def end_fill(kind: type[BaseException] | None, *exc: object) -> bool:
+        if kind is None:  # after the transaction's index rows, before its commit
+            projections.end_fill(conn)
+        return False
+
+    stack.push(end_fill)
+
+
+def fill_if_empty(stack: ExitStack, store: Store, batch: Batch) -> bool:
+    """``fill_index`` when the store holds no session yet (and its projections can fill);
+    True when it does (then ``merge_filled`` once the transaction committed)."""
+    projections = store.projections
+    if not hasattr(projections, "begin_fill"):
+        return False
+    if batch.conn.execute("SELECT 1 FROM sessions LIMIT 1").fetchall():
+        return False
+    fill_index(stack, store, batch)
+    return True
+
+
+def merge_filled(store: Store) -> None:
+    """Merge the segments a fill left into one, one bounded step a transaction."""
+    more = True
+    while more:
+        with store.transaction() as batch:
+            more = store.projections.merge_fill(batch.conn)

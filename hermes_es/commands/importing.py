@@ -43,6 +43,7 @@ from eventsourcing.persistence import IntegrityError
 from hermes_es import events as ev
 from hermes_es.aggregates import session as agg
 from hermes_es.aggregates.state import SessionState
+from hermes_es.commands.bulk import fill_if_empty, merge_filled
 from hermes_es.commands.unit_of_work import Batch, Store
 from hermes_es.config import HermesConfig, SessionsConfig
 from hermes_es.errors import ConflictError, GuardError, HermesError, ValidationError
@@ -429,12 +430,16 @@ def _restore_all(
 
     The full-text rows of every restored session are written once, before the transaction
     commits (``deferred_index``, as a group commit and a migration write them): indexing each
-    session as it is flushed wrote a segment and ran an index merge step per session."""
+    session as it is flushed wrote a segment and ran an index merge step per session. Into a
+    store with no session yet the index is filled as a rebuild fills it (``bulk.fill_index``:
+    no segment merged while the rows are written, one merge into a single segment after the
+    commit, in short transactions of its own)."""
     total = sum(len(item.session.messages) for item in lines)
     done = 0
     tick = progress or (lambda d, t: None)
     with ExitStack() as stack:
         batch = stack.enter_context(store.transaction())
+        filled = fill_if_empty(stack, store, batch)
         deferred_index = getattr(store.projections, "deferred_index", None)
         if deferred_index is not None:  # exits first: the index rows, then the commit
             stack.enter_context(deferred_index(batch.conn))
@@ -488,6 +493,8 @@ def _restore_all(
                 report.messages += len(item.session.messages)
             done += len(item.session.messages)
             tick(done, total)
+    if filled:  # committed: the segments the fill left are merged into one
+        merge_filled(store)
 
 
 def _check_parents(batch: Batch, lines: Sequence[BackupLine]) -> None:

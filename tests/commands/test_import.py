@@ -304,3 +304,37 @@ def test_imported_sessions_are_indexed_together(
     for k in (0, 17, 39):
         assert [h.session_id for h in engine.search(f"word{k}")] == [f"s{k:02d}"]
     assert len(engine.search("shared", limit=100)) == 40
+
+
+def test_import_into_an_empty_store_fills_the_index_as_a_rebuild(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Into a store with no session the index is filled as a rebuild fills it (no merge while
+    the rows are written, one segment after), with FTS5's defaults back once it committed;
+    into a store that holds sessions it is written as live rows are."""
+    engine = open_engine(tmp_path / "h")
+    projections = engine.store.projections
+    calls: list[str] = []
+    for name in ("begin_fill", "end_fill"):
+        real = getattr(projections, name)
+        monkeypatch.setattr(
+            projections, name, lambda conn, real=real, name=name: (calls.append(name), real(conn))
+        )
+    first = [
+        _line(f"a{k:02d}", messages=[{"role": "user", "content": f"alpha{k}"}]) for k in range(30)
+    ]
+    import_backups(engine.store, [_write(tmp_path / "a.jsonl", *first)])
+    assert calls == ["begin_fill", "end_fill"]
+    conn = engine.store.connection()
+    assert conn.execute("SELECT count(DISTINCT segid) FROM messages_fts_idx").fetchall() == [(1,)]
+    options = dict(conn.execute("SELECT k, v FROM messages_fts_config").fetchall())
+    assert (options.get("automerge", 4), options.get("crisismerge", 16)) == (4, 16)
+    calls.clear()
+    more = [
+        _line(f"b{k:02d}", messages=[{"role": "user", "content": f"beta{k}"}]) for k in range(5)
+    ]
+    import_backups(engine.store, [_write(tmp_path / "b.jsonl", *more)])
+    assert calls == []
+    assert [h.session_id for h in engine.search("alpha7")] == ["a07"]
+    assert [h.session_id for h in engine.search("beta3")] == ["b03"]
+    assert all(d.equal for d in verify(engine.store.path))
