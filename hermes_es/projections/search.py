@@ -9,9 +9,14 @@ import apsw
 from hermes_es import events as ev
 from hermes_es.aggregates.state import SessionState
 from hermes_es.aggregates.validation import content_text
-from hermes_es.projections import fts_upkeep
 from hermes_es.projections.base import Change, ReplayRaced, message_row_id
-from hermes_es.projections.fts import create_fts_sql, fill_options, live_options, merge_step
+from hermes_es.projections.fts import (
+    create_fts_sql,
+    fill_options,
+    live_options,
+    merge_step,
+    upkeep_step,
+)
 
 
 def new_messages(e: ev.Event) -> list[ev.Message]:
@@ -68,7 +73,7 @@ class SearchProjector:
                 ],
             )
         if messages and not self._bulk:
-            fts_upkeep.merge_step(conn, self.table)
+            upkeep_step(conn, self.table)
 
     def apply_batch(self, conn: apsw.Connection, changes: Sequence[Change]) -> None:
         """Index the messages of many events with one ``executemany`` (rows are only added)."""
@@ -80,7 +85,7 @@ class SearchProjector:
         if rows:
             conn.executemany(self._insert, rows)
             if not self._bulk:
-                fts_upkeep.merge_step(conn, self.table)
+                upkeep_step(conn, self.table)
 
     def begin_fill(self, conn: apsw.Connection) -> None:
         """The index is about to be filled from nothing (a rebuild): its segments wait to be

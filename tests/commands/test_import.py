@@ -12,7 +12,7 @@ from hermes_es.commands.engine import SessionEngine
 from hermes_es.commands.export import ExportOptions, export_sessions
 from hermes_es.commands.importing import import_backups
 from hermes_es.errors import ConflictError, GuardError, ValidationError
-from hermes_es.projections import fts_upkeep
+from hermes_es.projections import search as search_projection
 from hermes_es.projections.rebuild import verify
 from hermes_es.queries.transcript import messages_of
 
@@ -293,7 +293,7 @@ def test_imported_sessions_are_indexed_together(
     before it commits (one index write and one merge step, not one a session), and every one
     is found."""
     steps: list[str] = []
-    monkeypatch.setattr(fts_upkeep, "merge_step", lambda conn, table: steps.append(table))
+    monkeypatch.setattr(search_projection, "upkeep_step", lambda conn, table: steps.append(table))
     lines = [
         _line(f"s{k:02d}", messages=[{"role": "user", "content": f"word{k} shared", "at": 2.0}])
         for k in range(40)

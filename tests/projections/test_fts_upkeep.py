@@ -1,5 +1,5 @@
 """A live index written one message a transaction is kept to few FTS5 segments by the merge
-step after each write (``projections/fts_upkeep.py``), with the same search results."""
+step after each write (``projections.fts.upkeep_step``), with the same search results."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import apsw
 import pytest
 
 from hermes_es.commands.engine import SessionEngine
-from hermes_es.projections import fts_upkeep
+from hermes_es.projections import search as search_projection
 from hermes_es.projections.catalog import connect
 from hermes_es.queries.search import search_messages
 
@@ -43,7 +43,7 @@ def test_single_appends_keep_few_segments(tmp_path: Path, monkeypatch: pytest.Mo
     """200 appends of one message each: at most ``USERMERGE - 1`` segments a level (a handful),
     where FTS5 alone keeps up to 15 on its first level; the searches find the same."""
     merged = _write(tmp_path / "merged", 200)
-    monkeypatch.setattr(fts_upkeep, "merge_step", lambda conn, table: None)
+    monkeypatch.setattr(search_projection, "upkeep_step", lambda conn, table: None)
     plain = _write(tmp_path / "plain", 200)
     assert _segments(merged) <= 6 < _segments(plain)
     for query in ("w3", "topic5 w2", "message", "w1*"):
