@@ -21,6 +21,7 @@ from hermes_es.terminal_text import echo
 
 if TYPE_CHECKING:
     from hermes_es.commands.prune import PrunePlan
+    from hermes_es.store.backend import StoreBackend
 
 SHOW_ROWS = 20
 PROGRESS_FROM = 200
@@ -234,15 +235,8 @@ def optimize_cmd(ctx: click.Context, force: bool, as_json: bool) -> None:
 
     hermes = get_hermes(ctx)
     if hermes.backend.kind != "sqlite":
-        from hermes_es.errors import InvariantError
-
-        where = hermes.backend.location
-        raise InvariantError(
-            f"sessions optimize rewrites a SQLite state.db; the store is {where}, which"
-            " PostgreSQL's autovacuum maintains (deletes also rewrite the tables they touch);"
-            " nothing was changed",
-            subject=where,
-        )
+        _optimize_server(hermes.backend, as_json)
+        return
     if not hermes.backend.exists():
         where = hermes.backend.location
         raise SessionNotFoundError(f"no store at {where}", subject=where)
@@ -259,4 +253,34 @@ def optimize_cmd(ctx: click.Context, force: bool, as_json: bool) -> None:
         f"{_size(result.db_after)} (+ WAL {_size(result.wal_after)}); "
         f"{_size(max(before - after, 0))} reclaimed "
         f"(index merge {result.merge_seconds:.1f}s, vacuum {result.vacuum_seconds:.1f}s)"
+    )
+
+
+def _optimize_server(backend: StoreBackend, as_json: bool) -> None:
+    """A server store: rewrite the tables deletes touch (what finishes a blocked scrub);
+    the rest is the server's autovacuum's."""
+    from hermes_es.errors import StoreBusyError
+
+    where = backend.location
+    if not backend.exists():
+        raise SessionNotFoundError(f"no store at {where}", subject=where)
+    before = backend.store_bytes()[0]
+    started = time.perf_counter()
+    done = backend.scrub()
+    seconds = time.perf_counter() - started
+    if not done:
+        raise StoreBusyError(
+            f"another connection to {where} held a lock on the tables optimize rewrites"
+            " (VACUUM (FULL)) for longer than 2 s; nothing was rewritten, and a scrub a delete"
+            " left pending stays pending; try again when that connection is idle",
+            subject=where,
+        )
+    after = backend.store_bytes()[0]
+    if as_json:
+        echo_json({"store": where, "bytes_before": before, "bytes_after": after,
+                   "vacuum_seconds": round(seconds, 3)})  # fmt: skip
+        return
+    echo(
+        f"{where}: {_size(before)} → {_size(after)}; {_size(max(before - after, 0))} reclaimed"
+        f" (VACUUM (FULL) of the tables deletes touch, {seconds:.1f}s; the rest is autovacuum's)"
     )

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     from hermes_es.commands.unit_of_work import Store
     from hermes_es.projections.rebuild import TableDiff
+    from hermes_es.store.scrub import PendingScrub
 
 STORE_URL_ENV = "HERMES_STORE_URL"
 """Environment variable naming the store (a path or a ``postgresql://`` URL)."""
@@ -88,6 +89,14 @@ class StoreBackend(ABC):
     @abstractmethod
     def store_bytes(self) -> tuple[int, int]:
         """(bytes the store takes, bytes of its write-ahead log) for ``sessions stats``."""
+
+    @abstractmethod
+    def pending_scrub(self) -> PendingScrub | None:
+        """A delete's scrub that something blocked and nothing has finished yet, or None."""
+
+    @abstractmethod
+    def scrub(self) -> bool:
+        """Finish what deletes left on disk now; False when something still blocks it."""
 
     def require(self) -> None:
         """Raise ``SessionNotFoundError`` when the store does not exist yet."""
@@ -150,6 +159,26 @@ class SqliteBackend(StoreBackend):
         from hermes_es.projections.rebuild import verify
 
         return verify(self.path, progress=progress)
+
+    def pending_scrub(self) -> PendingScrub | None:
+        """The record beside state.db (``state.db.scrub-pending``), if any."""
+        from hermes_es.store.scrub import pending_scrub
+
+        return pending_scrub(self.path)
+
+    def scrub(self) -> bool:
+        """Complete a pending scrub of state.db now (``sessions optimize`` does more: it
+        also merges the index and VACUUMs); True when none is left."""
+        from hermes_es.store.db import open_db
+        from hermes_es.store.scrub import finish_pending
+
+        if not self.path.exists():
+            return True
+        conn = open_db(self.path)
+        try:
+            return finish_pending(conn, self.path)
+        finally:
+            conn.close()
 
 
 def open_backend(target: str | Path, *, lease_path: Path | None = None) -> StoreBackend:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import psycopg
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from hermes_es.cli.app import cli
 from hermes_es.commands.delete import delete_session
@@ -131,3 +131,44 @@ def test_cli_delete_whose_scrub_is_blocked_says_what_finishes_it(
     assert result.exit_code == 0, result.output
     assert "warning" not in result.output
     assert _files_holding(pg_server, pg_url, SECRET) == []
+
+
+def test_a_blocked_scrub_is_recorded_reported_by_doctor_and_finished_by_optimize(
+    pg_server: PgServer, pg_url: str
+) -> None:
+    """A delete whose rewrite was blocked leaves a pending record (a time, no content):
+    ``doctor`` warns (exit 1 with --strict), ``optimize`` refuses while the lock is still held
+    and changes nothing, then finishes it; afterwards doctor is clean and the text is gone."""
+    doomed, _ = _seed(pg_url)
+    env = {"HERMES_HOME": str(pg_server.root / "home")}
+
+    def invoke(*args: str) -> Result:
+        return CliRunner().invoke(cli, ["--store", pg_url, *args], env=env)
+
+    with psycopg.connect(pg_url) as blocker:
+        blocker.execute("SELECT COUNT(*) FROM sessions")  # holds ACCESS SHARE until rollback
+        assert invoke("sessions", "delete", doomed, "--yes").exit_code == 0
+        busy = invoke("sessions", "optimize")
+        blocker.rollback()
+    assert busy.exit_code == 1, busy.output
+    assert "held a lock" in busy.output and "Traceback" not in busy.output
+    with psycopg.connect(pg_url) as conn:
+        row = conn.execute("SELECT value FROM hermes_meta WHERE key = 'scrub_pending'")
+        record = json.loads(row.fetchone()[0])  # type: ignore[index]
+    assert record["reason"] == "delete" and record["since"] > 0
+    assert SECRET not in json.dumps(record)
+    report = invoke("doctor", "--json")
+    assert report.exit_code == 0, report.output
+    scrub = [f for f in json.loads(report.output)["findings"] if f["check"] == "store.scrub"]
+    assert [f["level"] for f in scrub] == ["warning"]
+    assert "hermes sessions optimize" in scrub[0]["message"]
+    assert invoke("doctor", "--strict").exit_code == 1
+    assert _files_holding(pg_server, pg_url, SECRET)  # still in the files
+
+    done = invoke("sessions", "optimize")
+    assert done.exit_code == 0, done.output
+    assert _files_holding(pg_server, pg_url, SECRET) == []
+    report = invoke("doctor", "--strict", "--json")
+    assert report.exit_code == 0, report.output
+    scrub = [f for f in json.loads(report.output)["findings"] if f["check"] == "store.scrub"]
+    assert [f["level"] for f in scrub] == ["ok"]

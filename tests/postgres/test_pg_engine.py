@@ -174,15 +174,23 @@ def test_curation_chat_and_prune_on_postgres(pg_url: str, tmp_path: Path) -> Non
     assert not (tmp_path / "state.db").exists()
 
 
-def test_optimize_is_refused_on_postgres(pg_url: str, tmp_path: Path) -> None:
-    """``sessions optimize`` (a SQLite file rewrite) is refused by name on a server store."""
+def test_optimize_on_postgres_rewrites_the_tables_deletes_touch(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """``sessions optimize`` on a server store runs the delete's table rewrite (VACUUM (FULL))
+    and reports the sizes; it creates no state.db."""
     with SessionEngine.open(pg_url) as eng:
         eng.start_session("cli", cwd="")
+    env = {"HERMES_HOME": str(tmp_path)}
+    result = CliRunner().invoke(cli, ["--store", pg_url, "sessions", "optimize"], env=env)
+    assert result.exit_code == 0, result.output
+    assert "VACUUM (FULL)" in result.output and "reclaimed" in result.output
     result = CliRunner().invoke(
-        cli, ["--store", pg_url, "sessions", "optimize"], env={"HERMES_HOME": str(tmp_path)}
+        cli, ["--store", pg_url, "sessions", "optimize", "--json"], env=env
     )
-    assert result.exit_code == 1
-    assert "rewrites a SQLite state.db" in result.output and "nothing was changed" in result.output
+    assert result.exit_code == 0, result.output
+    sizes = json.loads(result.output)
+    assert sizes["bytes_after"] > 0 and sizes["vacuum_seconds"] >= 0
     assert not (tmp_path / "state.db").exists()
 
 
@@ -205,7 +213,8 @@ def test_doctor_on_postgres(pg_url: str, tmp_path: Path) -> None:
     assert result.exit_code == 1
     report = json.loads(result.output)
     assert report["ok"] is False
-    assert "sessions" in report["findings"][-1]["message"]
+    projections = [f for f in report["findings"] if f["check"] == "projections"]
+    assert "sessions" in projections[0]["message"]
 
 
 def test_concurrent_first_opens_create_one_store(pg_url: str) -> None:

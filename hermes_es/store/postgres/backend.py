@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from hermes_es.commands.unit_of_work import Store
     from hermes_es.projections.rebuild import TableDiff
     from hermes_es.store.postgres.store import PgStore
+    from hermes_es.store.scrub import PendingScrub
 
 
 class PostgresBackend(StoreBackend):
@@ -96,6 +97,23 @@ class PostgresBackend(StoreBackend):
         try:
             with store.errors("verify"):
                 return verify(store.connection(), progress)
+        finally:
+            self.close_store(store)
+
+    def pending_scrub(self) -> PendingScrub | None:
+        """The blocked scrub recorded in ``hermes_meta``, if any."""
+        store = self._open()
+        try:
+            return store.pending_scrub()
+        finally:
+            self.close_store(store)
+
+    def scrub(self) -> bool:
+        """Rewrite the tables deletes touch now (``VACUUM (FULL)``, then ``CHECKPOINT``) and
+        clear a pending record; False when another connection's lock still blocks it."""
+        store = self._open()
+        try:
+            return store.scrub_after_delete(reason="optimize")
         finally:
             self.close_store(store)
 

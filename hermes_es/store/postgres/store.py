@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
+import msgspec
 import psycopg
 from eventsourcing.persistence import (
     IntegrityError,
@@ -45,10 +46,13 @@ from hermes_es.store.postgres.schema import (
     WRITE_LOCK_FUNCTION,
     ensure_schema,
 )
+from hermes_es.store.scrub import PendingScrub
 
 SCRUB_TABLES = ("events", "messages", "messages_fts", "sessions", "lineage", "prompts")
 """Tables a delete removes rows from (``deletions`` only gains a receipt)."""
 SCRUB_LOCK_TIMEOUT = "2s"
+SCRUB_PENDING_KEY = "scrub_pending"
+"""``hermes_meta`` key of a delete's blocked scrub (JSON: ``since``, ``reason``)."""
 
 LOCK_TIMEOUT_S = 30
 """How long a writer waits for another writer's lock (seconds), like SQLite's busy timeout."""
@@ -336,16 +340,17 @@ class PgStore:
                 progress=progress,
             )
 
-    def scrub_after_delete(self) -> bool:
+    def scrub_after_delete(self, reason: str = "delete") -> bool:
         """After a committed delete: rewrite the touched tables so no deleted text stays in them.
 
         ``VACUUM FULL`` writes each table (and its TOAST table and indexes) into new files and
         unlinks the old ones, so the bytes of deleted rows leave the table files; a
         ``CHECKPOINT`` then flushes the new files. It needs each table's exclusive lock for a
-        moment: when another session holds one longer than ``SCRUB_LOCK_TIMEOUT``, or the role
-        may not checkpoint, this returns False (the delete itself has committed) and the next
-        delete, or an operator's ``VACUUM FULL``, finishes the job. WAL segments, archives,
-        replicas and backups still hold what they held: see docs/postgres.md.
+        moment: when another session holds one longer than ``SCRUB_LOCK_TIMEOUT`` this returns
+        False (the delete itself has committed) and the scrub is recorded as pending in
+        ``hermes_meta`` (``doctor`` reports it; the next delete or ``sessions optimize``
+        finishes it and clears the record). WAL segments, archives, replicas and backups still
+        hold what they held: see docs/postgres.md.
         """
         tables = ", ".join(SCRUB_TABLES)
         try:
@@ -359,9 +364,37 @@ class PgStore:
                 # a role without the right to checkpoint leaves that to the next checkpoint.
                 with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
                     conn.execute("CHECKPOINT")
+                conn.execute(f"DELETE FROM hermes_meta WHERE key = '{SCRUB_PENDING_KEY}'")
         except (PersistenceError, psycopg.Error):
+            self._record_pending_scrub(reason)
             return False
         return True
+
+    def _record_pending_scrub(self, reason: str) -> None:
+        """Record a blocked scrub (keeping an older record: its time is the one that matters).
+        A server that cannot take even this row leaves only the command's warning."""
+        value = msgspec.json.encode({"since": self.clock(), "reason": reason}).decode()
+        with (
+            contextlib.suppress(PersistenceError, psycopg.Error),
+            self.datastore.get_connection() as conn,
+        ):
+            conn.execute(
+                "INSERT INTO hermes_meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
+                (SCRUB_PENDING_KEY, value),
+            )
+
+    def pending_scrub(self) -> PendingScrub | None:
+        """The recorded pending scrub, or None (an unreadable record counts as pending)."""
+        with self.errors("read"), self.datastore.transaction(commit=False) as curs:
+            row = curs.execute(
+                "SELECT value FROM hermes_meta WHERE key = %s", (SCRUB_PENDING_KEY,)
+            ).fetchone()
+        if row is None:
+            return None
+        try:
+            return msgspec.json.decode(str(row["value"]), type=PendingScrub)
+        except msgspec.ValidationError:
+            return PendingScrub(since=0.0, reason="unknown")
 
     def close(self) -> None:
         """Close the pool."""
