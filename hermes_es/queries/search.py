@@ -171,11 +171,11 @@ _FUSED = (
     "WITH n AS MATERIALIZED (SELECT count(*) AS cnt, min(rowid) AS oldest FROM (SELECT rowid"
     " FROM messages_fts WHERE messages_fts MATCH ?1{order} LIMIT ?2)),"
     " h AS MATERIALIZED ({hits}),"
-    " c AS (SELECT {score} AS b, rowid AS rid FROM messages_fts"
+    " c AS (SELECT {score} AS b, messages_fts.rowid AS rid FROM messages_fts{sized}"
     " WHERE messages_fts MATCH ?1"
-    " AND rowid >= (SELECT CASE WHEN hits IS NOT NULL THEN -9223372036854775808"
+    " AND messages_fts.rowid >= (SELECT CASE WHEN hits IS NOT NULL THEN -9223372036854775808"
     " ELSE 9223372036854775807 END FROM h)"
-    "{order} LIMIT ?4)"
+    "{walk} LIMIT ?4)"
     " SELECT h.cnt, h.oldest, h.hits IS NOT NULL, x.* FROM h LEFT JOIN (SELECT y.*,"
     " {text} FROM (SELECT t.b, m.id, m.session_id,"
     " m.seq, m.role, m.at, s.source, s.title, s.root_id, m.state, m.ord"
@@ -257,8 +257,13 @@ def fused_hits(
         third: int = index_totals(conn)[0]
     else:
         hits, third = _GATED, plan.gate
-    score = bm25.scorer(conn, rows_sql)
-    sql = _FUSED.format(where=where, order=order, score=score, text=text, hits=hits)
+    joined = bm25.compiled_scorer(conn)
+    score = bm25.scorer(conn, rows_sql, joined=joined)
+    sized = bm25.SIZE_JOIN if joined else ""
+    walk = " ORDER BY messages_fts.rowid DESC" if plan.one_word else ""
+    sql = _FUSED.format(
+        where=where, order=order, walk=walk, score=score, text=text, hits=hits, sized=sized
+    )
     rows = conn.execute(
         sql, [match, plan.count_cap, third, plan.window, top, *snip, *words, *params, limit]
     ).fetchall()
