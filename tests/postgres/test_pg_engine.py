@@ -185,9 +185,7 @@ def test_optimize_on_postgres_rewrites_the_tables_deletes_touch(
     result = CliRunner().invoke(cli, ["--store", pg_url, "sessions", "optimize"], env=env)
     assert result.exit_code == 0, result.output
     assert "VACUUM (FULL)" in result.output and "reclaimed" in result.output
-    result = CliRunner().invoke(
-        cli, ["--store", pg_url, "sessions", "optimize", "--json"], env=env
-    )
+    result = CliRunner().invoke(cli, ["--store", pg_url, "sessions", "optimize", "--json"], env=env)
     assert result.exit_code == 0, result.output
     sizes = json.loads(result.output)
     assert sizes["bytes_after"] > 0 and sizes["vacuum_seconds"] >= 0
