@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install demo test test-slow lint bench clean
 
-$(STAMP): pyproject.toml setup.py hermes_es/projections/_hermes_fts5.c
+$(STAMP): pyproject.toml setup.py hermes_es/projections/_hermes_fts5.c hermes_es/projections/_hermes_text.c
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test,lint]'

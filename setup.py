@@ -30,7 +30,10 @@ setup(
     ext_modules=[
         Extension(
             "hermes_es.projections._hermes_fts5",
-            sources=["hermes_es/projections/_hermes_fts5.c"],
+            sources=[
+                "hermes_es/projections/_hermes_fts5.c",
+                "hermes_es/projections/_hermes_text.c",
+            ],
             extra_compile_args=["-O2", "-fvisibility=hidden"],
             # Stay mapped after the last connection that loaded it closes: an apsw tokenizer
             # object can outlive its connection and still call xDelete.

@@ -1012,6 +1012,9 @@ static void build_function(sqlite3_context *ctx, int argc, sqlite3_value **argv)
   sqlite3_result_text(ctx, "c", 1, SQLITE_STATIC);
 }
 
+/* hermes_event_text and hermes_text_dictionary: _hermes_text.c. */
+int hermes_text_register(sqlite3 *db);
+
 static fts5_api *find_fts5_api(sqlite3 *db) {
   fts5_api *api = 0;
   sqlite3_stmt *stmt = 0;
@@ -1056,5 +1059,6 @@ int sqlite3_hermesfts_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routi
                                  SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, 0,
                                  build_function, 0, 0);
   }
+  if (rc == SQLITE_OK) rc = hermes_text_register(db);
   return rc;
 }

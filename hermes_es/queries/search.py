@@ -31,6 +31,7 @@ import msgspec
 
 from hermes_es.queries import bm25
 from hermes_es.queries.bm25 import Candidates
+from hermes_es.queries.event_text import text_sql
 from hermes_es.queries.fts_query import Term, parse_terms
 from hermes_es.queries.identifiers import identifier_terms
 from hermes_es.queries.listing import DEFAULT_HIDDEN_SOURCES
@@ -85,7 +86,7 @@ _DETAILS = (
     "SELECT m.id, m.session_id, m.seq, m.role, m.at, s.source, s.title, s.root_id, m.state,"
     " m.ord{text} FROM messages m JOIN sessions s ON s.id = m.session_id WHERE m.id IN ({marks})"
 )
-_TEXTS = "SELECT id, {text} FROM messages WHERE id IN ({marks})"
+_TEXTS = "SELECT m.id, {text} FROM messages m WHERE m.id IN ({marks})"
 DETAILS_CHUNK = 1000
 """Most candidates looked up in one ``IN (…)`` query (the first look-up asks for ``2 * limit``,
 so the common case reads only the rows it returns)."""
@@ -129,7 +130,9 @@ def hits_from(
         marks = ",".join("?" * len(part))
         wanted = limit - len(found)
         with_text = len(part) <= wanted
-        expr, snip = _snippet_sql(marker, "m.content") if with_text else ("", [])
+        expr, snip = (
+            _snippet_sql(marker, text_sql(conn, "m.id", "m.content")) if with_text else ("", [])
+        )
         sql = _DETAILS.format(text=f", {expr}" if with_text else "", marks=marks) + where
         args = [*snip, *(i for _, i in part), *params]
         rows = {int(r[0]): r for r in conn.execute(sql, args)}
@@ -138,7 +141,7 @@ def hits_from(
             snippets = {int(r[0]): _cut(marker, r[10]) for _, r in kept}
         else:
             chosen = [int(r[0]) for _, r in kept]
-            expr, snip = _snippet_sql(marker, "content")
+            expr, snip = _snippet_sql(marker, text_sql(conn, "m.id", "m.content"))
             sql = _TEXTS.format(text=expr, marks=",".join("?" * len(chosen)))
             snippets = (
                 {int(i): _cut(marker, t) for i, t in conn.execute(sql, [*snip, *chosen])}
@@ -197,7 +200,6 @@ then extrapolates). The same integer product and float division, so the same flo
 
 
 _NEWEST_FIRST = " ORDER BY rowid DESC"
-_FUSED_TEXT = "(SELECT content FROM messages WHERE id = y.id)"
 
 
 def _phrase_rows(
@@ -247,7 +249,8 @@ def fused_hits(
     terms' doclists for less than its backward one); its oldest row id is then the first
     match's (unused: only a one-word count is handed on)."""
     marker = Highlighter(conn, query, terms)
-    text, snip = marker.sql(_FUSED_TEXT, 6) if marker.compiled else (_FUSED_TEXT, [])
+    text = text_sql(conn, "y.id")
+    text, snip = marker.sql(text, 6) if marker.compiled else (text, [])
     rows_sql, words = _phrase_rows(conn, plan, 6 + len(snip))
     order = _NEWEST_FIRST if plan.one_word else ""
     estimated = plan.one_word and bool(rows_sql)
