@@ -70,7 +70,8 @@ class SessionState(msgspec.Struct, kw_only=True, omit_defaults=True):
     turns_unknown: list[int] = []
     """Turns started by an earlier gateway epoch that never finished; followers wait."""
     recent_submissions: list[tuple[str, int]] = []
-    """The last client submission ids and the turns they were admitted as (bounded)."""
+    """The last client submission ids and the turns they were admitted as (bounded). Not part
+    of the stored head (``encode_state``): the ``turn_submissions`` table keeps them."""
 
     @property
     def turn_state(self) -> str:
@@ -318,7 +319,11 @@ _STATE_DECODER = msgspec.msgpack.Decoder(SessionState)
 
 
 def encode_state(state: SessionState) -> bytes:
-    """Encode a state for the same-transaction head row."""
+    """Encode a state for the same-transaction head row: all of it but the submission window
+    (``recent_submissions``, up to 256 ids: stored apart, one row an admission, instead of
+    rewritten with every write of the session)."""
+    if state.recent_submissions:
+        state = msgspec.structs.replace(state, recent_submissions=[])
     return _STATE_ENCODER.encode(state)
 
 

@@ -28,6 +28,7 @@ from hermes_es.projections.base import Change
 from hermes_es.projections.catalog import ProjectionSet, ensure_schema
 from hermes_es.projections.fts import register_tokenizer
 from hermes_es.projections.rebuild import is_session_stream
+from hermes_es.projections.submissions import with_submissions
 from hermes_es.store.db import BUSY_TIMEOUT_MS
 from hermes_es.store.recorder import ApswApplicationRecorder, ApswDatastore, translated_errors
 
@@ -264,7 +265,10 @@ class Batch:
         if state is not None:
             return state
         rows = self.conn.execute("SELECT head FROM sessions WHERE id = ?", (session_id,)).fetchall()
-        state = decode_state(rows[0][0]) if rows else SessionState(session_id=session_id)
+        if rows:
+            state = with_submissions(self.conn, decode_state(rows[0][0]))
+        else:
+            state = SessionState(session_id=session_id)
         self.states[session_id] = state
         self.before[session_id] = msgspec.structs.replace(state)
         return state
@@ -398,12 +402,12 @@ class _Group:
     def load(self, store: Store, session_id: str) -> SessionState:
         state = self.states.get(session_id)
         if state is None:
-            rows = (
-                store.datastore.connection()
-                .execute("SELECT head FROM sessions WHERE id = ?", (session_id,))
-                .fetchall()
-            )
-            state = decode_state(rows[0][0]) if rows else SessionState(session_id=session_id)
+            conn = store.datastore.connection()
+            rows = conn.execute("SELECT head FROM sessions WHERE id = ?", (session_id,)).fetchall()
+            if rows:
+                state = with_submissions(conn, decode_state(rows[0][0]))
+            else:
+                state = SessionState(session_id=session_id)
             self.states[session_id] = self.before[session_id] = state
         return state
 

@@ -20,6 +20,7 @@ from hermes_es.projections.prompts import PromptsProjector
 from hermes_es.projections.receipts import ReceiptsProjector
 from hermes_es.projections.search import SearchProjector
 from hermes_es.projections.sessions import SessionsProjector
+from hermes_es.projections.submissions import TurnSubmissionsProjector
 from hermes_es.projections.turn_work import TurnWorkProjector
 from hermes_es.store.db import open_db, write_transaction
 from hermes_es.store.schema import EVENTS_SCHEMA
@@ -27,7 +28,7 @@ from hermes_es.store.schema import EVENTS_SCHEMA
 TRACKING_NAME = "projections"
 """Reader name under which the projections' log position is tracked."""
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 """Projection layout: 1 first; 2 head state in the sessions row; 3 FTS prefix index (2, 3);
 4 platform, chat_id, model_config, launch_flags columns in sessions (docs/schema.md);
 5 messages keep reasoning_content and token_count; 6 ``sessions_last_active`` index
@@ -40,7 +41,8 @@ row (built from the heads once, no replay); 10 ``messages_seq`` dropped: rows in
 (ord = seq) are found by (session, seq) through ``messages_ord``, the moved ones through the
 partial ``messages_moved`` index (an index swap, no replay); 11 identifier tokens in the
 full-text index (``projections/fts.py``, ``with_identifiers``: FTS5 re-reads the message text
-once, no replay)."""
+once, no replay); 12 ``turn_submissions`` (each session's last admitted submission ids, out of
+the head: filled from the heads, which are re-encoded without them, no replay)."""
 
 
 def _add_indexes(conn: apsw.Connection) -> None:
@@ -65,6 +67,14 @@ def _add_turn_work(conn: apsw.Connection) -> None:
 
     fill(conn)
     _add_indexes(conn)
+
+
+def _add_turn_submissions(conn: apsw.Connection) -> None:
+    """Layout 12: ``turn_submissions`` filled from the heads, the heads re-encoded without
+    their submission windows."""
+    from hermes_es.projections.submissions import fill
+
+    fill(conn)
 
 
 def _drop_seq_index(conn: apsw.Connection) -> None:
@@ -133,6 +143,7 @@ UPGRADES: dict[int, Callable[[apsw.Connection], None]] = {
     8: _add_turn_work,
     9: _drop_seq_index,
     10: _reindex_fts,
+    11: _add_turn_submissions,
 }
 """Layout upgrades that need no replay: from the key's version to the next one."""
 
@@ -183,6 +194,7 @@ class ProjectionSet:
             PromptsProjector(prefix),
             ReceiptsProjector(prefix),
             TurnWorkProjector(prefix),
+            TurnSubmissionsProjector(prefix),
         ]
 
     def tables(self) -> list[str]:

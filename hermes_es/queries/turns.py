@@ -9,6 +9,7 @@ import msgspec
 
 from hermes_es import events as ev
 from hermes_es.aggregates.state import SessionState, decode_state
+from hermes_es.projections.submissions import with_submissions
 from hermes_es.queries.listing import turn_states as turn_states
 from hermes_es.store.decoding import decode_row
 
@@ -79,7 +80,7 @@ def sweep_later(
 def head(conn: apsw.Connection, session_id: str) -> SessionState | None:
     """A session's head state as committed (a plain read), or None."""
     rows = conn.execute("SELECT head FROM sessions WHERE id = ?", (session_id,)).fetchall()
-    return decode_state(rows[0][0]) if rows else None
+    return with_submissions(conn, decode_state(rows[0][0])) if rows else None
 
 
 def events_since(

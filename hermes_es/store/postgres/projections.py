@@ -18,6 +18,7 @@ from hermes_es.projections.messages import MessagesProjector
 from hermes_es.projections.prompts import PromptsProjector
 from hermes_es.projections.receipts import ReceiptsProjector
 from hermes_es.projections.sessions import SessionsProjector
+from hermes_es.projections.submissions import TurnSubmissionsProjector
 from hermes_es.projections.turn_work import TurnWorkProjector
 from hermes_es.store.postgres.search import PgSearchProjector
 
@@ -112,6 +113,14 @@ class PgTurnWorkProjector(TurnWorkProjector):
         return pg_ddl(super().schema())
 
 
+class PgTurnSubmissionsProjector(TurnSubmissionsProjector):
+    """``turn_submissions`` in PostgreSQL types (a plain table: no ``WITHOUT ROWID``)."""
+
+    def schema(self) -> list[str]:
+        """The SQLite table in PostgreSQL types."""
+        return pg_ddl(super().schema())
+
+
 class PgProjectionSet(ProjectionSet):
     """Every read model, in PostgreSQL tables."""
 
@@ -125,4 +134,5 @@ class PgProjectionSet(ProjectionSet):
             PgPromptsProjector(prefix),
             PgReceiptsProjector(prefix),
             PgTurnWorkProjector(prefix),
+            PgTurnSubmissionsProjector(prefix),
         ]

@@ -25,10 +25,11 @@ message texts (``search.reindex``: the identifier lexemes need the text, not the
 lexemes); every other layout has its projections replayed."""
 REINDEXED_LAYOUTS = (2, 3, 4)
 """PostgreSQL layouts that become the current one by rewriting the search index alone."""
-SAME_SHARED_LAYOUTS = (9, 10)
-"""Shared projection layouts whose PostgreSQL tables are the current one's (10 changed only
-SQLite's message indexes: PostgreSQL keeps ``messages_seq``; 11 only SQLite's full-text
-tokens), so a store of one of them needs no replay."""
+SUBMISSIONS_LAYOUTS = (9, 10, 11)
+"""Shared projection layouts whose PostgreSQL tables are the current one's but for
+``turn_submissions`` (12: the submission windows moved out of the heads; 10 changed only
+SQLite's message indexes, PostgreSQL keeps ``messages_seq``; 11 only SQLite's full-text
+tokens): the table is added and filled from the heads, no replay."""
 
 
 def layout() -> str:
@@ -150,11 +151,17 @@ def ensure_schema(datastore: PostgresDatastore, recorder: PostgresApplicationRec
         version = str(row["value"]) if row is not None else ""
         if version != layout():
             upgrade = _upgrade(version)
-            if upgrade == "reindex":
-                from hermes_es.store.postgres.search import reindex_reporting
+            if upgrade is not None:  # the tables are the current layout's but for these
+                if "submissions" in upgrade:
+                    from hermes_es.projections.submissions import fill
+                    from hermes_es.store.postgres.projections import PgTurnSubmissionsProjector
 
-                reindex_reporting(curs)
-            elif upgrade != "same":  # "same": the tables are the current layout's already
+                    fill(conn, PgTurnSubmissionsProjector())
+                if "reindex" in upgrade:
+                    from hermes_es.store.postgres.search import reindex_reporting
+
+                    reindex_reporting(curs)
+            else:
                 live = PgProjectionSet()
                 if version:
                     for table in live.tables():
@@ -195,17 +202,21 @@ def _create_extension(curs: Any) -> None:
         ) from exc
 
 
-def _upgrade(version: str) -> str | None:
-    """How a store of layout ``version`` becomes the current one: ``"same"`` (its tables
-    already are), ``"reindex"`` (rewrite the search index), None (replay the log)."""
+def _upgrade(version: str) -> tuple[str, ...] | None:
+    """How a store of layout ``version`` becomes the current one without a replay: the steps
+    (``"submissions"``: add ``turn_submissions`` from the heads; ``"reindex"``: rewrite the
+    search index; none: its tables already are the current ones), or None (replay the log)."""
     from hermes_es.projections.catalog import SCHEMA_VERSION
 
     shared, _, own = version.partition(".")
-    if shared not in {str(SCHEMA_VERSION), *map(str, SAME_SHARED_LAYOUTS)}:
+    steps: tuple[str, ...] = ()
+    if shared in {str(v) for v in SUBMISSIONS_LAYOUTS}:
+        steps = ("submissions",)
+    elif shared != str(SCHEMA_VERSION):
         return None
     if own == str(PG_LAYOUT):
-        return "same"
-    return "reindex" if own in {str(v) for v in REINDEXED_LAYOUTS} else None
+        return steps
+    return (*steps, "reindex") if own in {str(v) for v in REINDEXED_LAYOUTS} else None
 
 
 STORE_TABLES = ("events", "tracking", "hermes_meta")
