@@ -69,18 +69,6 @@ def admit_with_head(
     runs the queue next would otherwise read back)."""
     with engine.store.transaction() as batch:
         state = engine._existing(batch, session_id)
-        known = agg.admitted_turn(state, submission_id)
-        if known:
-            return Admission(
-                session_id=session_id,
-                turn=known,
-                duplicate=True,
-                version=state.version,
-                queued=list(state.turn_queue),
-            ), state
-        # Refused at admission, not when the turn runs: the submitter hears it at once and
-        # nothing is queued.
-        check_message_size(message_bytes(text, None, ""), engine.max_message_bytes, "the prompt")
         events = agg.admit(
             state,
             submission_id=submission_id,
@@ -89,6 +77,17 @@ def admit_with_head(
             at=batch.now,
             actor=engine.actor,
         )
+        if not events:  # admitted before (one scan of the window: the new id's case)
+            return Admission(
+                session_id=session_id,
+                turn=agg.admitted_turn(state, submission_id),
+                duplicate=True,
+                version=state.version,
+                queued=list(state.turn_queue),
+            ), state
+        # Refused at admission, not when the turn runs: the submitter hears it at once and
+        # nothing is queued.
+        check_message_size(message_bytes(text, None, ""), engine.max_message_bytes, "the prompt")
         state = batch.record(session_id, events)
         return Admission(
             session_id=session_id,
