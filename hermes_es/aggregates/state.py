@@ -69,9 +69,10 @@ class SessionState(msgspec.Struct, kw_only=True, omit_defaults=True):
     """The gateway epoch that started the running turn."""
     turns_unknown: list[int] = []
     """Turns started by an earlier gateway epoch that never finished; followers wait."""
-    recent_submissions: list[tuple[str, int]] = []
-    """The last client submission ids and the turns they were admitted as (bounded). Not part
-    of the stored head (``encode_state``): the ``turn_submissions`` table keeps them."""
+    recent_submissions: dict[str, int] = {}
+    """The last client submission ids and the turns they were admitted as, oldest first
+    (bounded; a dict: an admission looks its id up, it does not scan 256). Not part of the
+    stored head (``encode_state``): the ``turn_submissions`` table keeps them."""
 
     @property
     def turn_state(self) -> str:
@@ -284,8 +285,11 @@ def _apply_turn(state: SessionState, event: ev.Event) -> None:
     if isinstance(event, ev.TurnAdmitted):
         state.turns_admitted = max(state.turns_admitted, event.turn)
         state.turn_queue = [*state.turn_queue, event.turn]
-        recent = [*state.recent_submissions, (event.submission_id, event.turn)]
-        state.recent_submissions = recent[-RECENT_SUBMISSIONS:]
+        recent = dict(state.recent_submissions)  # (replaced, never changed in place)
+        recent[event.submission_id] = event.turn
+        if len(recent) > RECENT_SUBMISSIONS:
+            del recent[next(iter(recent))]
+        state.recent_submissions = recent
         state.last_active = event.at
     elif isinstance(event, ev.TurnStarted):
         state.turn_queue = [t for t in state.turn_queue if t != event.turn]
@@ -323,7 +327,7 @@ def encode_state(state: SessionState) -> bytes:
     (``recent_submissions``, up to 256 ids: stored apart, one row an admission, instead of
     rewritten with every write of the session)."""
     if state.recent_submissions:
-        state = msgspec.structs.replace(state, recent_submissions=[])
+        state = msgspec.structs.replace(state, recent_submissions={})
     return _STATE_ENCODER.encode(state)
 
 

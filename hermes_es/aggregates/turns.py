@@ -18,10 +18,7 @@ MAX_SUBMISSION_ID = 128
 
 def admitted_turn(state: SessionState, submission_id: str) -> int:
     """The turn a submission id was already admitted as, or 0."""
-    for sub, turn in reversed(state.recent_submissions):
-        if sub == submission_id:
-            return turn
-    return 0
+    return state.recent_submissions.get(submission_id, 0)
 
 
 def admit(

@@ -77,7 +77,7 @@ def admit_with_head(
             at=batch.now,
             actor=engine.actor,
         )
-        if not events:  # admitted before (one scan of the window: the new id's case)
+        if not events:  # admitted before
             return Admission(
                 session_id=session_id,
                 turn=agg.admitted_turn(state, submission_id),

@@ -12,6 +12,7 @@ window of every session, whether written turn by turn or replayed from the log.
 from __future__ import annotations
 
 import apsw
+import msgspec
 
 from hermes_es import events as ev
 from hermes_es.aggregates.state import RECENT_SUBMISSIONS, SessionState
@@ -72,10 +73,10 @@ class TurnSubmissionsProjector:
         conn.execute(self._delete, (session_id,))
 
 
-def recent(conn: apsw.Connection, session_id: str) -> list[tuple[str, int]]:
-    """The session's remembered (submission id, turn) pairs, oldest first."""
+def recent(conn: apsw.Connection, session_id: str) -> dict[str, int]:
+    """The session's remembered submission ids and their turns, oldest first."""
     rows = conn.execute(RECENT_SQL, (session_id, RECENT_SUBMISSIONS)).fetchall()
-    return [(str(sub), int(turn)) for sub, turn in reversed(rows)]
+    return {str(sub): int(turn) for sub, turn in reversed(rows)}
 
 
 def with_submissions(conn: apsw.Connection, state: SessionState) -> SessionState:
@@ -86,20 +87,28 @@ def with_submissions(conn: apsw.Connection, state: SessionState) -> SessionState
     return state
 
 
+class _LegacyWindow(msgspec.Struct):
+    """What a head of layout 11 or before held of the window (its other fields ignored)."""
+
+    recent_submissions: list[tuple[str, int]] = []
+
+
 def fill(conn: apsw.Connection, projector: TurnSubmissionsProjector | None = None) -> None:
     """Layout 12: the table from the heads' own windows (heads of layout 11 and before carry
-    them), and the heads re-encoded without them. No replay. ``projector``: another
-    backend's (its DDL)."""
-    from hermes_es.aggregates.state import decode_state, encode_state
-
+    them, as a list of pairs), and the heads re-encoded without them (the same bytes as a
+    head written now: the head's other fields keep their order). No replay. ``projector``:
+    another backend's (its DDL)."""
     projector = projector or TurnSubmissionsProjector()
     for statement in projector.schema():
         conn.execute(statement)
+    legacy = msgspec.msgpack.Decoder(_LegacyWindow)
     for sid, blob in conn.execute("SELECT id, head FROM sessions").fetchall():
-        state = decode_state(blob)
-        if not state.recent_submissions:
+        window = legacy.decode(blob).recent_submissions
+        if not window:
             continue
-        conn.executemany(
-            projector._insert, [(sid, turn, sub) for sub, turn in state.recent_submissions]
+        conn.executemany(projector._insert, [(sid, turn, sub) for sub, turn in window])
+        fields = msgspec.msgpack.decode(blob)
+        del fields["recent_submissions"]
+        conn.execute(
+            "UPDATE sessions SET head = ? WHERE id = ?", (msgspec.msgpack.encode(fields), sid)
         )
-        conn.execute("UPDATE sessions SET head = ? WHERE id = ?", (encode_state(state), sid))

@@ -52,7 +52,7 @@ def test_the_window_lives_in_its_table_not_in_the_head(tmp_path: Path) -> None:
         for n in range(1, TURNS + 1):
             assert _admit(engine, sid, f"sub-{n}").turn == n
     blob, rows = _stored(db, sid)
-    assert decode_state(blob).recent_submissions == []
+    assert decode_state(blob).recent_submissions == {}
     assert b"sub-" not in blob
     assert rows == _window(TURNS - RECENT_SUBMISSIONS + 1, TURNS)
     conn = connect(db)
@@ -60,7 +60,8 @@ def test_the_window_lives_in_its_table_not_in_the_head(tmp_path: Path) -> None:
         loaded = head(conn, sid)
     finally:
         conn.close()
-    assert loaded is not None and loaded.recent_submissions == rows
+    assert loaded is not None and loaded.recent_submissions == dict(rows)
+    assert list(loaded.recent_submissions) == [sub for sub, _ in rows]  # oldest first
 
 
 def test_a_reopened_store_still_admits_each_id_once(tmp_path: Path) -> None:
@@ -146,7 +147,10 @@ def test_layout_11_store_moves_its_windows_out_of_the_heads(tmp_path: Path) -> N
     conn = connect(db)
     state = head(conn, sid)
     assert state is not None
-    old_head = msgspec.msgpack.encode(state)  # as layout 11 wrote it: the window inside
+    # as layout 11 wrote it: the window inside, a list of pairs
+    old_fields = msgspec.to_builtins(state)
+    old_fields["recent_submissions"] = [[s, t] for s, t in state.recent_submissions.items()]
+    old_head = msgspec.msgpack.encode(old_fields)
     assert b"sub-3" in old_head
     conn.execute("DROP TABLE turn_submissions")
     conn.execute("UPDATE sessions SET head = ? WHERE id = ?", (old_head, sid))
