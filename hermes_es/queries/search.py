@@ -172,30 +172,30 @@ def hits_from(
 
 _FUSED = (
     "WITH n AS MATERIALIZED (SELECT count(*) AS cnt, min(rowid) AS oldest FROM (SELECT rowid"
-    " FROM messages_fts WHERE messages_fts MATCH ?1{order} LIMIT ?2)),"
+    " FROM messages_fts WHERE messages_fts MATCH ?1{order} LIMIT {cap})),"
     " h AS MATERIALIZED ({hits}),"
     " c AS (SELECT {score} AS b, messages_fts.rowid AS rid FROM messages_fts{sized}"
     " WHERE messages_fts MATCH ?1"
     " AND messages_fts.rowid >= (SELECT CASE WHEN hits IS NOT NULL THEN -9223372036854775808"
     " ELSE 9223372036854775807 END FROM h)"
-    "{walk} LIMIT ?4)"
+    "{walk} LIMIT {window})"
     " SELECT h.cnt, h.oldest, h.hits IS NOT NULL, x.* FROM h LEFT JOIN (SELECT y.*,"
     " {text} FROM (SELECT t.b, m.id, m.session_id,"
     " m.seq, m.role, m.at, s.source, s.title, s.root_id, m.state, m.ord"
-    " FROM (SELECT b, rid FROM c ORDER BY b, rid LIMIT ?5) t JOIN messages m ON m.id = t.rid"
-    " JOIN sessions s ON s.id = m.session_id WHERE 1{where} ORDER BY t.b, t.rid LIMIT ?) y) x"
+    " FROM (SELECT b, rid FROM c ORDER BY b, rid LIMIT {top}) t JOIN messages m ON m.id = t.rid"
+    " JOIN sessions s ON s.id = m.session_id WHERE 1{where} ORDER BY t.b, t.rid LIMIT {limit}) y) x"
     " ON 1 ORDER BY x.b, x.id"
 )
-_GATED = "SELECT cnt, oldest, CASE WHEN cnt <= ?3 THEN cnt END AS hits FROM n"
-"""The statement ranks when the count passes the gate ``?3``, with the count as the rows."""
+_GATED = "SELECT cnt, oldest, CASE WHEN cnt <= ?2 THEN cnt END AS hits FROM n"
+"""The statement ranks when the count passes the gate ``?2``, with the count as the rows."""
 _ESTIMATED = (
-    "SELECT cnt, oldest, CASE WHEN cnt < ?2 THEN cnt ELSE (SELECT CASE WHEN k < {span}"
-    " THEN n.cnt * ?3 / (max(k, n.cnt) * 1.0) END FROM (SELECT count(*) AS k FROM (SELECT 1"
+    "SELECT cnt, oldest, CASE WHEN cnt < {cap} THEN cnt ELSE (SELECT CASE WHEN k < {span}"
+    " THEN n.cnt * ?2 / (max(k, n.cnt) * 1.0) END FROM (SELECT count(*) AS k FROM (SELECT 1"
     " FROM messages_fts_docsize WHERE id >= n.oldest LIMIT {span}))) END AS hits FROM n"
 )
 """A one-word query's rows for its idf, as the window plan takes them (``bm25._term_hits``):
-its count below the cap ``?2``; at the cap, estimated from the rows its newest matches span
-(counted up to ``SPAN_CAP``; ``?3`` is the index's row count); NULL beyond (the window plan
+its count below the cap; at the cap, estimated from the rows its newest matches span
+(counted up to ``SPAN_CAP``; ``?2`` is the index's row count); NULL beyond (the window plan
 then extrapolates). The same integer product and float division, so the same float."""
 
 
@@ -250,13 +250,13 @@ def fused_hits(
     match's (unused: only a one-word count is handed on)."""
     marker = Highlighter(conn, query, terms)
     text = text_sql(conn, "y.id")
-    text, snip = marker.sql(text, 6) if marker.compiled else (text, [])
-    rows_sql, words = _phrase_rows(conn, plan, 6 + len(snip))
+    text, snip = marker.sql(text, 3) if marker.compiled else (text, [])
+    rows_sql, words = _phrase_rows(conn, plan, 3 + len(snip))
     order = _NEWEST_FIRST if plan.one_word else ""
     estimated = plan.one_word and bool(rows_sql)
     if estimated:
         rows_sql = ["(SELECT hits FROM h)"]
-        hits = _ESTIMATED.format(span=int(bm25.SPAN_CAP))
+        hits = _ESTIMATED.format(span=int(bm25.SPAN_CAP), cap=int(plan.count_cap))
         third: int = index_totals(conn)[0]
     else:
         hits, third = _GATED, plan.gate
@@ -264,12 +264,22 @@ def fused_hits(
     score = bm25.scorer(conn, rows_sql, joined=joined)
     sized = bm25.SIZE_JOIN if joined else ""
     walk = " ORDER BY messages_fts.rowid DESC" if plan.one_word else ""
+    # The LIMITs are literals: a statement whose LIMIT is a bound parameter is prepared again
+    # at every run (about half of a rare word's statement; bench/README.md, issue 12).
     sql = _FUSED.format(
-        where=where, order=order, walk=walk, score=score, text=text, hits=hits, sized=sized
+        where=where,
+        order=order,
+        walk=walk,
+        score=score,
+        text=text,
+        hits=hits,
+        sized=sized,
+        cap=int(plan.count_cap),
+        window=int(plan.window),
+        top=int(top),
+        limit=int(limit),
     )
-    rows = conn.execute(
-        sql, [match, plan.count_cap, third, plan.window, top, *snip, *words, *params, limit]
-    ).fetchall()
+    rows = conn.execute(sql, [match, third, *snip, *words, *params]).fetchall()
     found, oldest, ranked = int(rows[0][0]), int(rows[0][1] or 0), bool(rows[0][2])
     if rows[0][4] is None:
         return [], found, oldest, ranked
