@@ -15,6 +15,10 @@ from hermes_es.errors import InvariantError, ValidationError
 MAX_SUBMISSION_ID = 128
 """Longest accepted client submission id."""
 
+MAX_QUEUED_TURNS = 100
+"""Most turns a session holds waiting to start: a client that submits faster than the turns
+run is refused at admission (nothing stored) instead of growing the queue without end."""
+
 
 def admitted_turn(state: SessionState, submission_id: str) -> int:
     """The turn a submission id was already admitted as, or 0."""
@@ -43,6 +47,13 @@ def admit(
         raise ValidationError("empty message: nothing to submit", subject="text")
     if not client_kind:
         raise ValidationError("a submission needs a client kind", subject="client_kind")
+    if len(state.turn_queue) >= MAX_QUEUED_TURNS:
+        raise InvariantError(
+            f"session {state.session_id} already has {len(state.turn_queue)} turns waiting"
+            f" (at most {MAX_QUEUED_TURNS}): submit again once some have run, or cancel"
+            " queued ones",
+            subject=state.session_id,
+        )
     return [
         *_revive(state, at, actor),
         ev.TurnAdmitted(

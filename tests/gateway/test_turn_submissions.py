@@ -25,6 +25,14 @@ def _admit(engine: SessionEngine, sid: str, sub: str) -> turns.Admission:
     return turns.admit(engine, sid, submission_id=sub, client_kind="cli", text=f"text {sub}")
 
 
+def _turn(engine: SessionEngine, sid: str, sub: str) -> int:
+    """One whole turn: admitted, started, finished (the queue stays short)."""
+    turn = _admit(engine, sid, sub).turn
+    assert turns.start_next(engine, sid, epoch=1) == turn
+    turns.finish(engine, sid, turn, outcome="completed")
+    return turn
+
+
 def _stored(db: Path, sid: str) -> tuple[bytes, list[tuple[str, int]]]:
     conn = connect(db)
     try:
@@ -50,7 +58,7 @@ def test_the_window_lives_in_its_table_not_in_the_head(tmp_path: Path) -> None:
     with SessionEngine(db) as engine:
         sid = engine.start_session("cli")
         for n in range(1, TURNS + 1):
-            assert _admit(engine, sid, f"sub-{n}").turn == n
+            assert _turn(engine, sid, f"sub-{n}") == n
     blob, rows = _stored(db, sid)
     assert decode_state(blob).recent_submissions == {}
     assert b"sub-" not in blob
@@ -71,7 +79,7 @@ def test_a_reopened_store_still_admits_each_id_once(tmp_path: Path) -> None:
     with SessionEngine(db) as engine:
         sid = engine.start_session("cli")
         for n in range(1, TURNS + 1):
-            _admit(engine, sid, f"sub-{n}")
+            _turn(engine, sid, f"sub-{n}")
     with SessionEngine(db) as engine:
         again = _admit(engine, sid, f"sub-{TURNS - 200}")
         assert (again.turn, again.duplicate) == (TURNS - 200, True)
@@ -111,7 +119,7 @@ def test_rebuild_and_verify_agree_with_the_rows_written_live(tmp_path: Path) -> 
     with SessionEngine(db) as engine:
         sid = engine.start_session("cli")
         for n in range(1, TURNS + 1):
-            _admit(engine, sid, f"sub-{n}")
+            _turn(engine, sid, f"sub-{n}")
     diffs = verify(db)
     assert diffs and all(d.equal for d in diffs), diffs
     assert any(d.table == "turn_submissions" for d in diffs), diffs

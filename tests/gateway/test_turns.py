@@ -161,3 +161,22 @@ def test_layout_6_heads_are_reencoded_and_verify_clean(tmp_path: Path) -> None:
     conn.close()
     diffs = verify(db)
     assert diffs and all(d.equal for d in diffs), diffs
+
+
+def test_a_full_queue_refuses_new_submissions_and_stores_nothing(eng: SessionEngine) -> None:
+    """At ``MAX_QUEUED_TURNS`` waiting turns a new submission is refused (the submitter is
+    told why and what to do), a resubmission of a queued one still answers as a duplicate,
+    and once a turn left the queue a new one is admitted."""
+    sid = eng.start_session("cli")
+    for n in range(agg.MAX_QUEUED_TURNS):
+        _admit(eng, sid, f"sub-{n}")
+    version = eng.get(sid).version
+    with pytest.raises(InvariantError, match=rf"at most {agg.MAX_QUEUED_TURNS}\)") as caught:
+        _admit(eng, sid, "one-too-many")
+    assert caught.value.subject == sid
+    assert eng.get(sid).version == version
+    assert _admit(eng, sid, "sub-3").duplicate
+    turns.cancel(eng, sid, 5)
+    admitted = _admit(eng, sid, "one-too-many")
+    assert (admitted.turn, admitted.duplicate) == (agg.MAX_QUEUED_TURNS + 1, False)
+    assert len(admitted.queued) == agg.MAX_QUEUED_TURNS

@@ -20,7 +20,9 @@ def test_the_window_is_kept_apart_from_the_head(pg_url: str) -> None:
     with SessionEngine.open(pg_url, actor="test") as eng:
         sid = eng.start_session("cli", cwd="")
         for n in range(1, RECENT_SUBMISSIONS + 6):
-            _admit(eng, sid, f"sub-{n}")
+            turn = _admit(eng, sid, f"sub-{n}").turn
+            assert turns.start_next(eng, sid, epoch=1) == turn
+            turns.finish(eng, sid, turn, outcome="completed")
     with SessionEngine.open(pg_url, actor="test") as eng:
         assert _admit(eng, sid, "sub-9").duplicate
         assert not _admit(eng, sid, "sub-2").duplicate  # left the window
