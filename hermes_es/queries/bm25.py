@@ -345,8 +345,9 @@ def _rows_from(conn: apsw.Connection, oldest: int, rows: int) -> float:
     ids (the term is then rare enough that the idf moves by less than a percent).
     """
     (newer,) = conn.execute(
-        "SELECT count(*) FROM (SELECT 1 FROM messages_fts_docsize WHERE id >= ? LIMIT ?)",
-        (oldest, SPAN_CAP),
+        "SELECT count(*) FROM (SELECT 1 FROM messages_fts_docsize WHERE id >= ?"
+        f" LIMIT {int(SPAN_CAP)})",
+        (oldest,),
     ).fetchone()
     if int(newer) < SPAN_CAP:
         return float(newer)
@@ -383,8 +384,8 @@ def _term_hits(
             counted
             or conn.execute(
                 "SELECT count(*), min(rowid) FROM (SELECT rowid FROM messages_fts"
-                " WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT ?)",
-                (expr, COUNT_CAP),
+                f" WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT {int(COUNT_CAP)})",
+                (expr,),
             ).fetchone()
         )
         if int(found) < COUNT_CAP:
@@ -393,8 +394,8 @@ def _term_hits(
     if newest is None:
         found, oldest = conn.execute(
             "SELECT count(*), min(rowid) FROM (SELECT rowid FROM messages_fts"
-            " WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT ?)",
-            (expr, cap),
+            f" WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT {int(cap)})",
+            (expr,),
         ).fetchone()
         if int(found) < cap:
             return float(found)
@@ -458,8 +459,7 @@ class Candidates:
         if forwards:
             sql += " ORDER BY rowid"
         else:
-            sql += " ORDER BY rowid DESC LIMIT ?"
-            args.append(size)
+            sql += f" ORDER BY rowid DESC LIMIT {int(size)}"  # a literal: see fused_hits
         raw: list[tuple[int | str, int]] = self.conn.execute(sql, args).fetchall()
         if not raw:
             return []

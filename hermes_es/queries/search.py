@@ -323,8 +323,8 @@ def _ranked(
     if floor is not None:
         sql += " AND messages_fts.rowid >= ?"
         args.append(floor)
-    sql += where + " ORDER BY messages_fts.rank LIMIT ?"
-    args += [*params, limit]
+    sql += where + f" ORDER BY messages_fts.rank LIMIT {int(limit)}"
+    args += params
     return [
         SearchHit(
             session_id=r[0],

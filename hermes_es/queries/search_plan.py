@@ -47,12 +47,13 @@ __all__ = ["FULL_COUNT_CAP", "SAMPLE", "ExactPool", "exact_pool", "indexed_rows"
 
 _COUNT = (
     "SELECT count(*), min(rowid) FROM (SELECT rowid FROM messages_fts"
-    " WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT ?)"
+    " WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT {limit})"
 )
 _NEWEST = (
     "SELECT bm25(messages_fts) AS b, rowid FROM messages_fts WHERE messages_fts MATCH ?"
-    " ORDER BY rowid DESC LIMIT ?"
+    " ORDER BY rowid DESC LIMIT {limit}"
 )
+"""(The LIMITs are literals: a statement with a bound LIMIT is prepared again at every run.)"""
 
 
 FULL_COUNT_CAP = 200_000
@@ -115,8 +116,8 @@ def _best(
     """(bm25, rowid) of ``sql``'s rows best first; with ``top``, only that many (sorted in C)."""
     if top is None:
         return sorted(conn.execute(sql, args).fetchall())
-    ranked = f"SELECT b, rowid FROM ({sql}) ORDER BY b, rowid LIMIT ?"
-    rows: list[tuple[float, int]] = conn.execute(ranked, (*args, top)).fetchall()
+    ranked = f"SELECT b, rowid FROM ({sql}) ORDER BY b, rowid LIMIT {int(top)}"
+    rows: list[tuple[float, int]] = conn.execute(ranked, args).fetchall()
     return rows
 
 
@@ -194,12 +195,13 @@ def exact_pool(
     plan, samples = fused_plan(conn, terms, window)
     if plan is None:
         return ExactPool(conn, None, False, samples=samples)
-    found, oldest = conn.execute(_COUNT, (match, plan.count_cap)).fetchone()
+    found, oldest = conn.execute(_COUNT.format(limit=int(plan.count_cap)), (match,)).fetchone()
     if found > plan.gate:
         counted = (int(found), int(oldest)) if plan.one_word else None
         return ExactPool(conn, None, False, counted=counted, samples=samples)
     size = min(int(found), window)
-    return ExactPool(conn, (_NEWEST, (match, window)), found <= window, size=size, top=top)
+    source = (_NEWEST.format(limit=int(window)), (match,))
+    return ExactPool(conn, source, found <= window, size=size, top=top)
 
 
 def window_samples(conn: apsw.Connection, terms: Sequence[Term]) -> TermSamples | None:

@@ -32,7 +32,7 @@ SAMPLE = 2000
 
 _NEWEST = (
     "SELECT count(*), min(rowid) FROM (SELECT rowid FROM messages_fts"
-    " WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT ?)"
+    " WHERE messages_fts MATCH ? ORDER BY rowid DESC LIMIT {size})"
 )
 _SPAN = (
     "SELECT (SELECT min(id) FROM messages_fts_docsize), (SELECT max(id) FROM messages_fts_docsize)"
@@ -132,7 +132,7 @@ def sample_terms(
         return None
     found: list[tuple[int, int]] = []
     for expr in exprs:
-        n, oldest = conn.execute(_NEWEST, (expr, size)).fetchone()
+        n, oldest = conn.execute(_NEWEST.format(size=int(size)), (expr,)).fetchone()
         found.append((int(n), int(oldest) if oldest is not None else 0))
     low, high = conn.execute(_SPAN).fetchone()
     if low is None or high is None:
