@@ -69,6 +69,7 @@ def admit_with_head(
     runs the queue next would otherwise read back)."""
     with engine.store.transaction() as batch:
         state = engine._existing(batch, session_id)
+        batch.load_submissions(state)
         events = agg.admit(
             state,
             submission_id=submission_id,

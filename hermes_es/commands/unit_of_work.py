@@ -258,6 +258,8 @@ class Batch:
         self._pending: list[tuple[str, int, ev.Event]] = []
         self._raw: dict[int, tuple[str, bytes]] = {}
         """Stored topic and bytes of replayed events, by their index in ``_pending``."""
+        self._windowed: set[str] = set()
+        """Sessions whose submission window this batch has read (``load_submissions``)."""
 
     def load(self, session_id: str) -> SessionState:
         """The current state of a stream (version 0 when it does not exist)."""
@@ -265,13 +267,17 @@ class Batch:
         if state is not None:
             return state
         rows = self.conn.execute("SELECT head FROM sessions WHERE id = ?", (session_id,)).fetchall()
-        if rows:
-            state = with_submissions(self.conn, decode_state(rows[0][0]))
-        else:
-            state = SessionState(session_id=session_id)
+        state = decode_state(rows[0][0]) if rows else SessionState(session_id=session_id)
         self.states[session_id] = state
         self.before[session_id] = msgspec.structs.replace(state)
         return state
+
+    def load_submissions(self, state: SessionState) -> None:
+        """Give a session this batch loaded its submission window (what an admission decides
+        against; the head leaves it out), once: admissions the batch folded since are in it."""
+        if state.session_id not in self._windowed:
+            self._windowed.add(state.session_id)
+            with_submissions(self.conn, state)
 
     def version_of(self, stream: str) -> int:
         """The version of a non-session stream (prompt, receipt)."""
@@ -488,6 +494,9 @@ class DeferredBatch:
         state = self.load(session_id)
         fold(state, session_id, events, expected_version, self.pending)
         return state
+
+    def load_submissions(self, state: SessionState) -> None:
+        """Nothing: the group's heads carry their windows (``_Group.load`` reads them)."""
 
     def version_of(self, stream: str) -> int:
         raise NeedsConnection

@@ -917,13 +917,8 @@ class SessionAuthority:
             )
         engine = self.engine_for(client.principal)
         sid = params.session_id
-        if self.draining:
-            known = q.head(self._read(), sid)
-            from hermes_es.aggregates.turns import admitted_turn
-
-            turn = admitted_turn(known, params.submission_id) if known else 0
-            if not turn:
-                raise RpcError(p.DRAINING, "the gateway is shutting down; submit again after it")
+        if self.draining and not q.admitted_as(self._read(), sid, params.submission_id):
+            raise RpcError(p.DRAINING, "the gateway is shutting down; submit again after it")
 
         planned = self._plan_with_admission(sid, params.text)
         epoch, actor = self.epoch, client.principal.key

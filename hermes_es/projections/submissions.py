@@ -4,8 +4,9 @@ A session admits a submission id once (``prompt.submit`` is idempotent), remembe
 of its last ``RECENT_SUBMISSIONS`` admitted turns. The folded state keeps that window
 (``SessionState.recent_submissions``), but the stored head does not: at 256 ids it was 10 KB of
 a session's row, encoded and rewritten with every write of the session. Here each admission
-adds one row and drops the one that left the window, and a head loaded for a decision gets
-its window back from these rows (``with_submissions``). The table therefore holds exactly the
+adds one row and drops the one that left the window, and a head loaded for an admission gets
+its window back from these rows (``with_submissions``; ``queries.turns.admitted_as`` reads one
+id). The table therefore holds exactly the
 window of every session, whether written turn by turn or replayed from the log.
 """
 

@@ -9,7 +9,6 @@ import msgspec
 
 from hermes_es import events as ev
 from hermes_es.aggregates.state import SessionState, decode_state
-from hermes_es.projections.submissions import with_submissions
 from hermes_es.queries.listing import turn_states as turn_states
 from hermes_es.store.decoding import decode_row
 
@@ -78,9 +77,19 @@ def sweep_later(
 
 
 def head(conn: apsw.Connection, session_id: str) -> SessionState | None:
-    """A session's head state as committed (a plain read), or None."""
+    """A session's head state as committed (a plain read), or None. Without its submission
+    window (``recent_submissions``): ``admitted_as`` reads it."""
     rows = conn.execute("SELECT head FROM sessions WHERE id = ?", (session_id,)).fetchall()
-    return with_submissions(conn, decode_state(rows[0][0])) if rows else None
+    return decode_state(rows[0][0]) if rows else None
+
+
+def admitted_as(conn: apsw.Connection, session_id: str, submission_id: str) -> int:
+    """The turn a submission id was admitted as, while its session remembers it, or 0."""
+    rows = conn.execute(
+        "SELECT turn FROM turn_submissions WHERE session_id = ? AND submission_id = ?",
+        (session_id, submission_id),
+    ).fetchall()
+    return int(rows[0][0]) if rows else 0
 
 
 def events_since(

@@ -15,7 +15,8 @@ from hermes_es.commands.engine import SessionEngine
 from hermes_es.commands.group_engine import GroupCommitEngine
 from hermes_es.projections.catalog import SCHEMA_VERSION, connect
 from hermes_es.projections.rebuild import verify
-from hermes_es.queries.turns import head
+from hermes_es.projections.submissions import with_submissions
+from hermes_es.queries.turns import admitted_as, head
 
 TURNS = RECENT_SUBMISSIONS + 44
 """Admissions a session gets in these tests: its first 44 leave the window."""
@@ -66,10 +67,15 @@ def test_the_window_lives_in_its_table_not_in_the_head(tmp_path: Path) -> None:
     conn = connect(db)
     try:
         loaded = head(conn, sid)
+        assert loaded is not None and loaded.recent_submissions == {}  # a plain read
+        with_submissions(conn, loaded)
+        inside = admitted_as(conn, sid, f"sub-{TURNS - 3}")
+        gone = admitted_as(conn, sid, "sub-1")
     finally:
         conn.close()
-    assert loaded is not None and loaded.recent_submissions == dict(rows)
+    assert loaded.recent_submissions == dict(rows)
     assert list(loaded.recent_submissions) == [sub for sub, _ in rows]  # oldest first
+    assert (inside, gone) == (TURNS - 3, 0)
 
 
 def test_a_reopened_store_still_admits_each_id_once(tmp_path: Path) -> None:
@@ -157,7 +163,7 @@ def test_layout_11_store_moves_its_windows_out_of_the_heads(tmp_path: Path) -> N
     assert state is not None
     # as layout 11 wrote it: the window inside, a list of pairs
     old_fields = msgspec.to_builtins(state)
-    old_fields["recent_submissions"] = [[s, t] for s, t in state.recent_submissions.items()]
+    old_fields["recent_submissions"] = [[f"sub-{n}", n] for n in range(1, 6)]
     old_head = msgspec.msgpack.encode(old_fields)
     assert b"sub-3" in old_head
     conn.execute("DROP TABLE turn_submissions")

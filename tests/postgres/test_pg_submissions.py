@@ -45,7 +45,7 @@ def test_shared_layout_11_store_fills_the_table_from_its_heads(pg_url: str) -> N
         state = eng.get(sid)
     # as layout 11 wrote it: the window inside, a list of pairs
     old_fields = msgspec.to_builtins(state)
-    old_fields["recent_submissions"] = [[s, t] for s, t in state.recent_submissions.items()]
+    old_fields["recent_submissions"] = [[f"sub-{n}", n] for n in range(1, 4)]
     old_head = msgspec.msgpack.encode(old_fields)
     assert b"sub-2" in old_head
     with psycopg.connect(pg_url, autocommit=True) as conn:
