@@ -11,7 +11,6 @@ header); where it could be built and is missing, they fail.
 from __future__ import annotations
 
 import random
-import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ from hypothesis import strategies as st
 
 from hermes_es.projections import fts
 from hermes_es.queries.fts_query import build_match
+from tests.compiled_build import require_compiled_build
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -46,19 +46,10 @@ ARGS: tuple[tuple[str, ...], ...] = (
 )
 
 
-def _can_build() -> bool:
-    return shutil.which("cc") is not None and Path("/usr/include/sqlite3ext.h").is_file()
-
-
 @pytest.fixture(scope="module")
 def library() -> Path:
     """The compiled tokenizer (fails where it could have been built and is missing)."""
-    path = fts.compiled_library()
-    if path is None:
-        if _can_build():
-            pytest.fail("the compiled tokenizer is not built: run `make install`")
-        pytest.skip("no C compiler or sqlite3ext.h: the compiled tokenizer cannot be built here")
-    return path
+    return require_compiled_build()
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ Skips only where the compiled build cannot be made (as ``tests/projections/test_
 from __future__ import annotations
 
 import random
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from hermes_es.queries.fts_query import parse_terms
 from hermes_es.queries.search import search_messages
 from hermes_es.queries.snippets import TOKEN_SEPARATOR, Highlighter, compiled_snippets
 from hermes_es.store.message_text import register_message_text
+from tests.compiled_build import require_compiled_build
 
 _WORDS = [f"w{k}" for k in range(40)] + [
     "co", "cob", "coz9", "coé", "Café", "chat-send", "src/main.py", "v1.2.3", "snake_case_name",
@@ -36,17 +36,10 @@ _WORDS = [f"w{k}" for k in range(40)] + [
 _SIZE = "(SELECT sz FROM messages_fts_docsize WHERE id = messages_fts.rowid)"
 
 
-def _can_build() -> bool:
-    return shutil.which("cc") is not None and Path("/usr/include/sqlite3ext.h").is_file()
-
-
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Messages of random words, identifiers and CJK, a few long ones."""
-    if fts.compiled_library() is None:
-        if _can_build():
-            pytest.fail("the compiled tokenizer is not built: run `make install`")
-        pytest.skip("no C compiler or sqlite3ext.h: the compiled build cannot be made here")
+    require_compiled_build()
     rng = random.Random(20261202)
     home = tmp_path_factory.mktemp("compiled-search")
     with SessionEngine.open(home) as engine:

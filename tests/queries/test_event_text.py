@@ -10,7 +10,6 @@ or the system has no libzstd.
 from __future__ import annotations
 
 import ctypes.util
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,12 +21,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hermes_es.commands.engine import SessionEngine
-from hermes_es.projections import fts
 from hermes_es.projections.catalog import connect
 from hermes_es.queries import event_text, search
 from hermes_es.queries.event_text import FUNCTION, compiled_text, message_keys, text_sql
 from hermes_es.queries.search import search_messages
 from hermes_es.store import codec, message_text
+from tests.compiled_build import require_compiled_build
 
 _PARTS = [
     {"type": "text", "text": "first part w1"},
@@ -36,17 +35,10 @@ _PARTS = [
 ]
 
 
-def _can_build() -> bool:
-    return shutil.which("cc") is not None and Path("/usr/include/sqlite3ext.h").is_file()
-
-
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Messages of every shape a store holds: text, parts, turns, an edit, a compaction."""
-    if fts.compiled_library() is None:
-        if _can_build():
-            pytest.fail("the compiled tokenizer is not built: run `make install`")
-        pytest.skip("no C compiler or sqlite3ext.h: the compiled build cannot be made here")
+    require_compiled_build()
     if ctypes.util.find_library("zstd") is None:
         pytest.skip("no libzstd on this system: hit texts are read by the view")
     home = tmp_path_factory.mktemp("event-text")

@@ -9,7 +9,6 @@ Skips only where the compiled build cannot be made (as ``tests/projections/test_
 from __future__ import annotations
 
 import random
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,21 +19,15 @@ from hermes_es.commands.engine import SessionEngine
 from hermes_es.projections import fts
 from hermes_es.projections.catalog import connect
 from hermes_es.queries import bm25
+from tests.compiled_build import require_compiled_build
 
 _WORDS = [f"w{k}" for k in range(60)] + ["co", "cob", "coz9", "coé", "chat-send", "全文搜索"]
-
-
-def _can_build() -> bool:
-    return shutil.which("cc") is not None and Path("/usr/include/sqlite3ext.h").is_file()
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Messages of random words, a few very long ones (70,000 repeats of one word)."""
-    if fts.compiled_library() is None:
-        if _can_build():
-            pytest.fail("the compiled tokenizer is not built: run `make install`")
-        pytest.skip("no C compiler or sqlite3ext.h: the compiled build cannot be made here")
+    require_compiled_build()
     rng = random.Random(20261202)
     home = tmp_path_factory.mktemp("counts")
     with SessionEngine.open(home) as engine:
