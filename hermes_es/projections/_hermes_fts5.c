@@ -796,6 +796,68 @@ static void bm25_sized(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_co
   sqlite3_result_double(ctx, -1.0 * score);
 }
 
+/* hermes_bm25_term(messages_fts, sz, rows): bm25 of a query that is one term matched through
+** several phrases (a short prefix, "co" OR "co0"* OR ...: queries/bm25.py's expansion), as the
+** window plan scores it: the row's instances of every phrase counted together as the term's
+** frequency, one idf from the term's rows (rows: a count or an estimate, required), k1 1.2 and
+** b 0.75, the same floating-point operations as bm25.py's _one_term_scores, so the same float.
+** The length is read from sz as hermes_bm25 reads it. */
+typedef struct TermBm25 {
+  double avgdl;
+  double idf;
+} TermBm25;
+
+static void bm25_term(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_context *ctx,
+                      int nVal, sqlite3_value **apVal) {
+  const double k1 = 1.2, b = 0.75;
+  double f, D;
+  sqlite3_int64 length = 0;
+  int rc = SQLITE_OK, nInst = 0;
+  TermBm25 *d = (TermBm25 *)api->xGetAuxdata(fts, 0);
+  if (d == 0) {
+    sqlite3_int64 rows = 0, tokens = 0;
+    double hits, idf;
+    int type = nVal >= 2 ? sqlite3_value_type(apVal[1]) : SQLITE_NULL;
+    if (type != SQLITE_INTEGER && type != SQLITE_FLOAT) {
+      sqlite3_result_error(ctx, "hermes_bm25_term: the term's rows must be a number", -1);
+      return;
+    }
+    hits = sqlite3_value_double(apVal[1]);
+    rc = api->xRowCount(fts, &rows);
+    if (rc == SQLITE_OK) rc = api->xColumnTotalSize(fts, -1, &tokens);
+    if (rc != SQLITE_OK) {
+      sqlite3_result_error_code(ctx, rc);
+      return;
+    }
+    d = (TermBm25 *)sqlite3_malloc(sizeof(TermBm25));
+    if (d == 0) {
+      sqlite3_result_error_nomem(ctx);
+      return;
+    }
+    d->avgdl = (double)tokens / (double)rows;
+    idf = log(((double)rows - hits + 0.5) / (hits + 0.5));
+    d->idf = idf <= 0.0 ? 1e-6 : idf;
+    rc = api->xSetAuxdata(fts, d, sqlite3_free);
+    if (rc != SQLITE_OK) {
+      sqlite3_result_error_code(ctx, rc);
+      return;
+    }
+  }
+  rc = api->xInstCount(fts, &nInst);
+  if (rc == SQLITE_OK && (nVal < 1 || !docsize_length(apVal[0], -1, &length))) {
+    int size = 0;
+    rc = api->xColumnSize(fts, -1, &size);
+    length = size;
+  }
+  if (rc != SQLITE_OK) {
+    sqlite3_result_error_code(ctx, rc);
+    return;
+  }
+  f = (double)nInst;
+  D = (double)length;
+  sqlite3_result_double(ctx, -(d->idf * ((f * (k1 + 1.0)) / (f + k1 * (1 - b + b * D / d->avgdl)))));
+}
+
 /* ------------------------------------------------------------------- search: snippets */
 
 /* hermes_snippet(text, exact, prefixes, size): snippets.py's Highlighter.snippet (its
@@ -1045,6 +1107,7 @@ int sqlite3_hermesfts_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routi
   if (rc == SQLITE_OK) rc = api->xCreateFunction(api, "hermes_term_counts", 0, term_counts, 0);
   if (rc == SQLITE_OK) rc = api->xCreateFunction(api, "hermes_sized_counts", 0, sized_counts, 0);
   if (rc == SQLITE_OK) rc = api->xCreateFunction(api, "hermes_bm25", 0, bm25_sized, 0);
+  if (rc == SQLITE_OK) rc = api->xCreateFunction(api, "hermes_bm25_term", 0, bm25_term, 0);
   if (rc == SQLITE_OK) {
     Snipper *sn = sqlite3_malloc(sizeof(Snipper));
     if (sn == 0) return SQLITE_NOMEM;

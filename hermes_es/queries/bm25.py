@@ -43,6 +43,11 @@ the count walk (~0.1 µs a match) was most of a frequent word's search."""
 COUNTED_PHRASES = 64
 """Most phrases a one-token term may have and still be counted up to ``COUNT_CAP`` (a
 two-character prefix's 37; a one-character prefix's 1,333 are counted up to the window)."""
+NATIVE_PREFIX_ROWS = 20_000
+"""Up to how many indexed rows a one- or two-character prefix is matched by FTS5 itself (it
+merges the doclist of every word the prefix starts: ~0.2 µs a match, which on a small index
+costs less than the expansion's walk of 37 or 1,333 phrases through every segment; at 10,000
+messages ``co*`` 0.8 ms against 2.8; at 100,000 7.5 against 2.8: bench/README.md)."""
 SPAN_CAP = 100_000
 """Up to how many rows the span of a term's newest matches is counted exactly."""
 BM25_K1 = 1.2
@@ -141,13 +146,20 @@ def _plan_terms(conn: apsw.Connection, terms: Sequence[Term]) -> list[_Term]:
         expandable = 0 < len(first) <= _EXPANDED_LENGTH and all(
             c in _PREFIX_EXPANSION for c in first
         )
-        if term.prefix and expandable:
+        if term.prefix and expandable and index_totals(conn)[0] > NATIVE_PREFIX_ROWS:
             others = _expansion(conn, first)
         if others is not None:
             out.append(_Term(others, True))
         else:
             out.append(_Term([term.to_fts()], len(tokens) == 1 or bool(term.identifier)))
     return out
+
+
+def planned_term(conn: apsw.Connection, term: Term) -> tuple[str, int, bool]:
+    """How the window plan matches ``term`` alone: its FTS5 expression, its number of phrases
+    (a short prefix's expansion has many), and whether each phrase is one token."""
+    planned = _plan_terms(conn, [term])[0]
+    return planned.expr(), len(planned.phrases), planned.single_token
 
 
 class _Frequencies:
@@ -257,15 +269,21 @@ every row (~0.1 µs a row less: ~0.2 ms of a frequent word's 2,000-row window). 
 a row without a docsize entry is still scored (its length then read by FTS5, as before)."""
 
 
-def scorer(conn: apsw.Connection, rows: Sequence[str] = (), *, joined: bool = False) -> str:
+def scorer(
+    conn: apsw.Connection, rows: Sequence[str] = (), *, joined: bool = False, term: bool = False
+) -> str:
     """The SQL of a row's bm25 score: the compiled build's ``hermes_bm25`` (FTS5's ``bm25()``
     to the bit, the row's length read by the statement's own docsize cursor, ~0.3 µs a row
     where FTS5's look-up costs ~0.55; ``rows``: an SQL expression per phrase of its matching
     rows, counted cheaper than ``bm25()``'s walk of each phrase's matches), else
     ``bm25(messages_fts)``. ``joined``: the statement's FROM holds ``SIZE_JOIN``, the blob
-    is read from it."""
+    is read from it. ``term``: the query is one term matched through several phrases (a short
+    prefix's expansion, ``planned_term``), scored as the window plan scores it by
+    ``hermes_bm25_term`` (its one ``rows``: the term's)."""
     if compiled_scorer(conn):
         size = "sized.sz" if joined else _SIZE
+        if term:
+            return f"hermes_bm25_term(messages_fts, {size}, {rows[0]})"
         return f"hermes_bm25(messages_fts, {size}" + "".join(f", {r}" for r in rows) + ")"
     return "bm25(messages_fts)"
 

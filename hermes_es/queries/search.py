@@ -261,7 +261,7 @@ def fused_hits(
     else:
         hits, third = _GATED, plan.gate
     joined = bm25.compiled_scorer(conn)
-    score = bm25.scorer(conn, rows_sql, joined=joined)
+    score = bm25.scorer(conn, rows_sql, joined=joined, term=plan.phrases > 1)
     sized = bm25.SIZE_JOIN if joined else ""
     walk = " ORDER BY messages_fts.rowid DESC" if plan.one_word else ""
     # The LIMITs are literals: a statement whose LIMIT is a bound parameter is prepared again
@@ -383,7 +383,7 @@ def search_messages(
         fused, samples = fused_plan(conn, terms, window)
         if fused is not None:
             top = max(2 * limit, 16)
-            found_by = (conn, query, match, fused)
+            found_by = (conn, query, fused.match or match, fused)
             hits, found, oldest, ranked = fused_hits(*found_by, top, limit, where, params, terms)
             if ranked:
                 if len(hits) < limit and min(found, window) >= top:  # the filters left too few

@@ -133,6 +133,8 @@ class FusedPlan:
         one_word: bool,
         samples: TermSamples | None,
         words: list[str] | None = None,
+        match: str | None = None,
+        phrases: int = 1,
     ) -> None:
         self.count_cap = count_cap
         """The newest matches counted (a capped doclist walk)."""
@@ -146,6 +148,12 @@ class FusedPlan:
         """A several-term query whose terms are one word each: those words as the index holds
         them, in query order (their rows are counted from the vocabulary for the idf; None:
         bm25's own walk of each term's matches)."""
+        self.match = match
+        """The FTS5 expression to match instead of the query's own (a one-term prefix query:
+        the window plan's, a short prefix expanded; None: the query's)."""
+        self.phrases = phrases
+        """Phrases of a one-term query's expression: more than one, the term is scored as one
+        (``bm25.scorer(term=True)``)."""
 
 
 def _words(conn: apsw.Connection, terms: Sequence[Term]) -> list[str] | None:
@@ -165,9 +173,11 @@ def fused_plan(
 ) -> tuple[FusedPlan | None, TermSamples | None]:
     """The fused statement's counts for ``terms`` (None: the window plan must score), and the
     terms' samples on a big index (``queries/term_sample.py``)."""
+    cap = bm25.COUNT_CAP
+    if len(terms) == 1 and terms[0].prefix and not terms[0].identifier:
+        return _prefix_plan(conn, terms[0], window), None
     if not terms or any(t.prefix for t in terms):  # identifiers too: bm25() of a prefix
         return None, None  # term runs the prefix look-up again per count (~3x a rare one's)
-    cap = bm25.COUNT_CAP
     if len(terms) == 1 and _one_token(conn, terms[0]) and cap > window:
         return FusedPlan(cap, cap - 1, window, True, None), None
     if len(terms) == 1:  # a phrase: bm25()'s count of its matches costs more than it saves
@@ -178,6 +188,22 @@ def fused_plan(
     ):  # bm25() would count too many matches, or the walk would seek too many rows
         return None, samples
     return FusedPlan(window + 1, window, window, False, samples, _words(conn, terms)), samples
+
+
+def _prefix_plan(conn: apsw.Connection, term: Term, window: int) -> FusedPlan | None:
+    """A one-term prefix query ranked in the fused statement as a one-word query is: counted
+    up to ``COUNT_CAP`` through the window plan's expression (a short prefix expanded into the
+    indexed prefixes, ``bm25._plan_terms``), its rows estimated as the window plan estimates
+    them, scored by the compiled build (FTS5's ``bm25()`` would count the prefix's matches in
+    full). None without the compiled scorer, for a prefix of several tokens (``src/ma*``) or
+    for one expanded into more phrases than the window plan counts (``t*``)."""
+    if not bm25.compiled_scorer(conn):
+        return None
+    match, phrases, single_token = bm25.planned_term(conn, term)
+    if not single_token or phrases > bm25.COUNTED_PHRASES or window >= bm25.COUNT_CAP:
+        return None
+    cap = bm25.COUNT_CAP
+    return FusedPlan(cap, cap - 1, window, True, None, match=match, phrases=phrases)
 
 
 def exact_pool(
@@ -193,7 +219,7 @@ def exact_pool(
     sorted by SQLite; ``ExactPool.truncated`` says when there may be more).
     """
     plan, samples = fused_plan(conn, terms, window)
-    if plan is None:
+    if plan is None or plan.match is not None:  # a prefix: bm25() would count it in full
         return ExactPool(conn, None, False, samples=samples)
     found, oldest = conn.execute(_COUNT.format(limit=int(plan.count_cap)), (match,)).fetchone()
     if found > plan.gate:

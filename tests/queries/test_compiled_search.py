@@ -162,6 +162,68 @@ def test_a_word_at_the_count_cap_is_ranked_by_one_statement(
         read.clear()
 
 
+@pytest.mark.parametrize(
+    "match", ['"co"*', '("co" OR "coa"* OR "cob"* OR "coz"*)', '("w1" OR "w2"* OR "w3")']
+)
+def test_hermes_bm25_term_is_the_window_plans_float(conn: apsw.Connection, match: str) -> None:
+    """``hermes_bm25_term`` scores the phrases of a short prefix's expansion as one term, as
+    the window plan does (their counts summed, one idf from the term's rows, a count or an
+    estimate), to the bit; without the rows as a number it refuses."""
+    rows, tokens = bm25.index_totals(conn)
+    phrases = match.count(" OR ") + 1
+    for hits in (17, 123.456, rows * 0.75):
+        got = conn.execute(
+            f"SELECT hermes_bm25_term(messages_fts, {_SIZE}, ?2),"
+            f" hermes_sized_counts(messages_fts, {_SIZE}, {phrases})"
+            " FROM messages_fts WHERE messages_fts MATCH ?1",
+            (match, hits),
+        ).fetchall()
+        assert got
+        idf = bm25._idf(rows, float(hits))
+        for score, packed in got:
+            length, counts = bm25._unpack(packed)
+            assert score == bm25._bm25(length, counts, [idf], tokens / rows), (match, hits)
+    with pytest.raises(apsw.SQLError, match="rows must be a number"):
+        conn.execute(
+            f"SELECT hermes_bm25_term(messages_fts, {_SIZE}, 'x') FROM messages_fts"
+            " WHERE messages_fts MATCH ?",
+            (match,),
+        ).fetchall()
+
+
+@pytest.mark.parametrize("expanded", [False, True])
+@pytest.mark.parametrize("cap", [3000, 30])
+def test_a_prefix_is_ranked_by_one_statement(
+    conn: apsw.Connection, monkeypatch: pytest.MonkeyPatch, expanded: bool, cap: int
+) -> None:
+    """A one-term prefix query (three characters and more: the prefix index; two: FTS5's
+    merge on a small index, else the expansion) is counted and ranked in the fused statement:
+    the same hits, order and floats as the window plan, and no window page read in Python;
+    also above the count cap, where its rows are estimated."""
+    monkeypatch.setattr(bm25, "COUNT_CAP", cap)
+    if expanded:
+        monkeypatch.setattr(bm25, "NATIVE_PREFIX_ROWS", 0)
+    read: list[str] = []
+    original = bm25.Candidates.page
+
+    def page(self: bm25.Candidates, *args: object, **kwargs: object) -> object:
+        read.append(self.match)
+        return original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bm25.Candidates, "page", page)
+    for query in ("co*", "w1*", "coz*", "w*", "nothing*"):
+        for window, limit in ((20, 7), (10, 3)):
+            fused = search_messages(conn, query, limit=limit, window=window)
+            assert read == [] or query == "w*", (query, window, limit)  # w*: 1,333 phrases
+            read.clear()
+            reference = search_messages(conn, query, limit=limit, window=window, plan="window")
+            assert [(h.message_id, h.score) for h in fused] == [
+                (h.message_id, h.score) for h in reference
+            ], (query, window, limit)
+            assert fused or query == "nothing*"
+            read.clear()
+
+
 def test_the_scorer_is_the_compiled_one(conn: apsw.Connection, store: Path) -> None:
     """A compiled connection scores with ``hermes_bm25``, one with the Python tokenizer with
     ``bm25()``."""

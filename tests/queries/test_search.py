@@ -120,7 +120,18 @@ def _ranked(hits: list[SearchHit]) -> list[tuple[int, float]]:
     return [(h.message_id, h.score) for h in hits]
 
 
-def test_one_letter_prefix_equals_plain_bm25(words: SessionEngine) -> None:
+@pytest.fixture(params=["native", "expanded"])
+def prefix_plan(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Short prefixes matched by FTS5 itself (an index of few rows) or expanded into the
+    indexed three-character prefixes (as on an index of more than ``NATIVE_PREFIX_ROWS``)."""
+    from hermes_es.queries import bm25
+
+    if request.param == "expanded":
+        monkeypatch.setattr(bm25, "NATIVE_PREFIX_ROWS", 0)
+    return str(request.param)
+
+
+def test_one_letter_prefix_equals_plain_bm25(words: SessionEngine, prefix_plan: str) -> None:
     """``t*`` (merged by FTS5: no one-character prefix index) finds and scores rows as bm25
     does."""
     conn = words.store.connection()
@@ -133,20 +144,29 @@ def test_one_letter_prefix_equals_plain_bm25(words: SessionEngine) -> None:
     )
 
 
-def test_one_letter_prefix_reads_the_prefix_index(words: SessionEngine) -> None:
-    """``t*`` is planned as ``"t"``, its two-character words and every indexed three-character
-    prefix under it (plus the non-ASCII stems: ``tø``), not as FTS5's merge of every word."""
+def test_one_letter_prefix_reads_the_prefix_index(
+    words: SessionEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On an index of more than ``NATIVE_PREFIX_ROWS`` rows ``t*`` is planned as ``"t"``, its
+    two-character words and every indexed three-character prefix under it (plus the non-ASCII
+    stems: ``tø``), not as FTS5's merge of every word; on a smaller one as FTS5's merge."""
+    from hermes_es.queries import bm25
     from hermes_es.queries.bm25 import _plan_terms
     from hermes_es.queries.fts_query import parse_terms
 
-    (term,) = _plan_terms(words.store.connection(), parse_terms("t*"))
+    conn = words.store.connection()
+    for query in ("t*", "te*"):
+        (native,) = _plan_terms(conn, parse_terms(query))
+        assert native.phrases == [f'"{query[:-1]}"*'] and native.single_token
+    monkeypatch.setattr(bm25, "NATIVE_PREFIX_ROWS", 39)  # the index holds 40 rows
+    (term,) = _plan_terms(conn, parse_terms("t*"))
     assert term.single_token
     assert term.phrases[:2] == ['"t"', '"tø"*']
     assert '"te"' in term.phrases and '"tea"*' in term.phrases and '"t3"' in term.phrases
     assert len(term.phrases) == 2 + 36 * 37
 
 
-def test_two_letter_prefix_equals_plain_bm25(words: SessionEngine) -> None:
+def test_two_letter_prefix_equals_plain_bm25(words: SessionEngine, prefix_plan: str) -> None:
     """``te*`` (the word ``te`` plus the indexed three-character prefixes, non-ASCII ones
     included) finds and scores rows as bm25 does."""
     conn = words.store.connection()
