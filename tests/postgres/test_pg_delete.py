@@ -26,9 +26,19 @@ def _database_files(server: PgServer, url: str) -> list[Path]:
     return sorted((server.data / "base" / str(oid)).iterdir())
 
 
+def _read(path: Path) -> bytes:
+    """A database file's bytes; empty when the server removed it after the listing (it drops
+    and rewrites its own cache files, ``pg_internal.init``, whenever it likes): a file that is
+    gone holds nothing."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
+
+
 def _files_holding(server: PgServer, url: str, text: str | bytes) -> list[str]:
     needle = text.encode() if isinstance(text, str) else text
-    return [p.name for p in _database_files(server, url) if needle in p.read_bytes()]
+    return [p.name for p in _database_files(server, url) if needle in _read(p)]
 
 
 def _payloads(url: str, stream: str) -> list[bytes]:
