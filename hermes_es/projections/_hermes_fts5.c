@@ -677,18 +677,27 @@ static int docsize_length(sqlite3_value *v, int column, sqlite3_int64 *length) {
   return 1;
 }
 
+/* The row's length in tokens (column: one column; -1: every column) from sz, the function's
+** first argument (its messages_fts_docsize blob), else from FTS5's own look-up (no argument,
+** or one that is no such blob). */
+static int row_length(const Fts5ExtensionApi *api, Fts5Context *fts, int nVal,
+                      sqlite3_value **apVal, int column, sqlite3_int64 *length) {
+  int size = 0, rc;
+  if (nVal >= 1 && docsize_length(apVal[0], column, length)) return SQLITE_OK;
+  rc = api->xColumnSize(fts, column, &size);
+  *length = size;
+  return rc;
+}
+
 /* hermes_sized_counts(messages_fts, sz, [phrases of term 1, ...]): hermes_term_counts' value,
 ** the row's length read from sz (its messages_fts_docsize blob; anything else: from FTS5). */
 static void sized_counts(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_context *ctx,
                          int nVal, sqlite3_value **apVal) {
   sqlite3_int64 length = 0;
-  if (nVal < 1 || !docsize_length(apVal[0], 0, &length)) {
-    int size = 0, rc = api->xColumnSize(fts, 0, &size);
-    if (rc != SQLITE_OK) {
-      sqlite3_result_error_code(ctx, rc);
-      return;
-    }
-    length = size;
+  int rc = row_length(api, fts, nVal, apVal, 0, &length);
+  if (rc != SQLITE_OK) {
+    sqlite3_result_error_code(ctx, rc);
+    return;
   }
   counts_result(api, fts, ctx, length, nVal - 1, apVal + 1);
 }
@@ -701,6 +710,14 @@ typedef struct Bm25 {
   double *idf;
   double *freq;
 } Bm25;
+
+/* bm25's idf of a phrase matching hits of rows, as FTS5 computes it (1e-6 where it is not
+** positive). (double)rows - hits: bm25()'s integer difference for a count (exact below 2^53),
+** and bm25.py's float one for an estimate (float rows and hits). */
+static double bm25_idf(sqlite3_int64 rows, double hits) {
+  double idf = log(((double)rows - hits + 0.5) / (hits + 0.5));
+  return idf <= 0.0 ? 1e-6 : idf;
+}
 
 static int count_row(const Fts5ExtensionApi *api, Fts5Context *fts, void *p) {
   (void)api;
@@ -742,12 +759,7 @@ static Bm25 *bm25_data(const Fts5ExtensionApi *api, Fts5Context *fts, int *rc, i
     if (nGiven) hits = sqlite3_value_double(given[i]);
     else *rc = api->xQueryPhrase(fts, i, &counted, count_row);
     if (!nGiven) hits = (double)counted;
-    if (*rc == SQLITE_OK) {
-      /* (double)rows - hits: bm25()'s integer difference for a count (exact below 2^53),
-      ** and bm25.py's float one for an estimate (float rows and hits) */
-      double idf = log(((double)rows - hits + 0.5) / (hits + 0.5));
-      d->idf[i] = idf <= 0.0 ? 1e-6 : idf;
-    }
+    if (*rc == SQLITE_OK) d->idf[i] = bm25_idf(rows, hits);
   }
   if (*rc == SQLITE_OK) *rc = api->xSetAuxdata(fts, d, sqlite3_free);
   else sqlite3_free(d);
@@ -779,11 +791,7 @@ static void bm25_sized(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_co
     rc = api->xInst(fts, i, &ip, &ic, &io);
     if (rc == SQLITE_OK && ip >= 0 && ip < d->nPhrase) d->freq[ip] += 1.0;
   }
-  if (rc == SQLITE_OK && (nVal < 1 || !docsize_length(apVal[0], -1, &length))) {
-    int size = 0;
-    rc = api->xColumnSize(fts, -1, &size);
-    length = size;
-  }
+  if (rc == SQLITE_OK) rc = row_length(api, fts, nVal, apVal, -1, &length);
   if (rc != SQLITE_OK) {
     sqlite3_result_error_code(ctx, rc);
     return;
@@ -816,13 +824,11 @@ static void bm25_term(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_con
   TermBm25 *d = (TermBm25 *)api->xGetAuxdata(fts, 0);
   if (d == 0) {
     sqlite3_int64 rows = 0, tokens = 0;
-    double hits, idf;
     int type = nVal >= 2 ? sqlite3_value_type(apVal[1]) : SQLITE_NULL;
     if (type != SQLITE_INTEGER && type != SQLITE_FLOAT) {
       sqlite3_result_error(ctx, "hermes_bm25_term: the term's rows must be a number", -1);
       return;
     }
-    hits = sqlite3_value_double(apVal[1]);
     rc = api->xRowCount(fts, &rows);
     if (rc == SQLITE_OK) rc = api->xColumnTotalSize(fts, -1, &tokens);
     if (rc != SQLITE_OK) {
@@ -835,8 +841,7 @@ static void bm25_term(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_con
       return;
     }
     d->avgdl = (double)tokens / (double)rows;
-    idf = log(((double)rows - hits + 0.5) / (hits + 0.5));
-    d->idf = idf <= 0.0 ? 1e-6 : idf;
+    d->idf = bm25_idf(rows, sqlite3_value_double(apVal[1]));
     rc = api->xSetAuxdata(fts, d, sqlite3_free);
     if (rc != SQLITE_OK) {
       sqlite3_result_error_code(ctx, rc);
@@ -844,18 +849,15 @@ static void bm25_term(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_con
     }
   }
   rc = api->xInstCount(fts, &nInst);
-  if (rc == SQLITE_OK && (nVal < 1 || !docsize_length(apVal[0], -1, &length))) {
-    int size = 0;
-    rc = api->xColumnSize(fts, -1, &size);
-    length = size;
-  }
+  if (rc == SQLITE_OK) rc = row_length(api, fts, nVal, apVal, -1, &length);
   if (rc != SQLITE_OK) {
     sqlite3_result_error_code(ctx, rc);
     return;
   }
   f = (double)nInst;
   D = (double)length;
-  sqlite3_result_double(ctx, -(d->idf * ((f * (k1 + 1.0)) / (f + k1 * (1 - b + b * D / d->avgdl)))));
+  sqlite3_result_double(ctx,
+                        -(d->idf * ((f * (k1 + 1.0)) / (f + k1 * (1 - b + b * D / d->avgdl)))));
 }
 
 /* ------------------------------------------------------------------- search: snippets */
