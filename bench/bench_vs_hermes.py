@@ -10,13 +10,17 @@ on first use with ``pip install hermes-agent==0.19.0``) and through ``SessionEng
   its own ``_insert_message_rows``, this project through ``Store`` transactions); floor: a raw
   APSW insert of the same rows, one transaction each, into a table with an FTS5 index;
 * bytes per message: pages in use (``dbstat``) over messages, and per table and index;
-* search p50/p99 per query class (word, two words, phrase, prefix, identifier, CJK), limit 20;
-  floor: a plain scan of every message's text for the query (the substring scan);
+* search p50/p99 per query class (word, two words, phrase, prefix, identifier, CJK), limit 20,
+  the two sides taking turns pass by pass (``bench_search``); floor: a plain scan of every
+  message's text for the query (the substring scan);
 * recall of identifier and CJK queries (each with 1-300 matches) against the substring scan;
 * ``sessions list`` cold start (a real subprocess of each CLI) on a store of ``--sessions``
   sessions; floor: the bare interpreter start of each environment;
 * rebuild of the message events, backup import and Hermes migration (this project only) against
   a raw batched insert of the same rows (5,000 per transaction, FTS rows added per batch).
+
+Every figure of a run is measured on one CPU (``one_cpu``), both sides and the floors: the two
+cores of these shared machines do not run at one speed.
 
 Run: ``python -m bench.bench_vs_hermes [--quick] [--sizes 10000,100000,1000000]
 [--sessions 100000] [--figures append,bytes,search,list,rebuild,import]``.
@@ -34,6 +38,7 @@ Hermes build into the shared cache.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -44,7 +49,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -419,20 +424,91 @@ def query_classes(work: Workload, recall: dict[str, list[str]]) -> dict[str, lis
     }
 
 
+class HermesSearch:
+    """Hermes' ``search_messages`` in its environment, one pass over a list of queries at a
+    time (``hermes_side.search_serve``), so that this side's passes run in between."""
+
+    def __init__(self, venv: Path, db: Path) -> None:
+        args = json.dumps({"op": "search_serve", "db": str(db)})
+        cmd = [str(venv / "bin" / "python"), str(BENCH_DIR / "hermes_side.py"), args]
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
+        )
+        self._read()  # {"ready": true}: the store is open
+
+    def _read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            self.proc.wait()
+            raise RuntimeError(f"hermes side search_serve exited ({self.proc.returncode})")
+        value: dict[str, Any] = json.loads(line)
+        return value
+
+    def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def warm(self, queries: list[str]) -> None:
+        self._ask({"warm": queries})
+
+    def timed(self, queries: list[str]) -> tuple[list[float], list[float]]:
+        """Wall and CPU seconds of each query, one pass."""
+        got = self._ask({"time": queries})
+        return got["wall"], got["cpu"]
+
+    def finish(self, recall: list[str]) -> dict[str, Any]:
+        """The recall queries' row ids and the sanitizer's view of every query; the end."""
+        result = self._ask({"recall": recall})
+        self.proc.wait(timeout=60)
+        return result
+
+
+@contextlib.contextmanager
+def one_cpu() -> Iterator[int | None]:
+    """Run this process, and the processes it starts, on one CPU (the lowest it may use; None
+    where affinity can't be set), and put its CPUs back after. The cores of these shared
+    virtual machines do not run at one speed: the same search passes took 1.6 times as long on
+    one core as on the other, for minutes at a time, so two sides left to the scheduler can land
+    on different cores and measure the cores instead of the code."""
+    get = getattr(os, "sched_getaffinity", None)
+    put = getattr(os, "sched_setaffinity", None)
+    if get is None or put is None:
+        yield None
+        return
+    before = get(0)
+    cpu = min(before)
+    put(0, {cpu})
+    try:
+        yield cpu
+    finally:
+        put(0, before)
+
+
 def hermes_search(
     venv: Path, cache: HermesCache, work: Workload, texts: list[str], rounds: int
 ) -> tuple[dict[str, Any], dict[str, list[str]], dict[str, list[str]]]:
-    """The Hermes side's search result, the query classes and the recall queries. The
-    latencies are measured now, in this run, on the (possibly cached) Hermes store, never read
-    back from the cache: a search result from another run (another load, other code on this
-    side) is no same-run ratio. The result is still recorded in the cache entry."""
+    """The Hermes side's search alone (``--hermes-only``): its classes' passes one after the
+    other, recorded in the cache entry."""
     recall = recall_queries(texts)
     classes = query_classes(work, recall)
     recall_list = recall["identifier"] + recall["cjk"]
-    request = {"classes": classes, "rounds": rounds, "recall": recall_list}
     log(f"  hermes search: {sum(map(len, classes.values()))} queries, {len(recall_list)} recall")
-    result = hermes_side(venv, {"op": "search", "db": str(cache.db), **request})
-    cache.save_search(request, result)
+    side = HermesSearch(venv, cache.db)
+    times: dict[str, list[float]] = {}
+    cpu_times: dict[str, list[float]] = {}
+    for name, queries in classes.items():
+        side.warm(queries)
+        times[name], cpu_times[name] = [], []
+        for _ in range(rounds):
+            wall, cpu = side.timed(queries)
+            times[name] += wall
+            cpu_times[name] += cpu
+    result = {"times": times, "cpu_times": cpu_times, **side.finish(recall_list)}
+    request = {"classes": classes, "rounds": rounds, "recall": recall_list}
+    cache.save_search(request, stamp(result))
     return {**stamp(result), "cached": False}, classes, recall
 
 
@@ -444,16 +520,35 @@ def bench_search(
     texts: list[str],
     rounds: int,
 ) -> None:
-    """Latency per class on both stores, recall of identifier and CJK queries, scan floor."""
+    """Latency per class on both stores, recall of identifier and CJK queries, scan floor.
+
+    The two sides take turns on one CPU (``one_cpu``): for each class a warm pass each, then
+    ``rounds`` rounds of one timed pass each (Hermes' in its own process, the order swapped
+    every other round), so a load that comes and goes during the run weighs on both alike (a
+    run that timed every Hermes class first and this side's after it, each on whichever core
+    the scheduler gave it, moved a class's ratio by a factor of two between runs)."""
+    with one_cpu() as cpu:
+        _bench_search(venv, cache, work, ours, texts, rounds, cpu)
+
+
+def _bench_search(
+    venv: Path | None,
+    cache: HermesCache | None,
+    work: Workload,
+    ours: Path,
+    texts: list[str],
+    rounds: int,
+    core: int | None,
+) -> None:
     from hermes_es.projections.catalog import connect
     from hermes_es.queries.search import search_messages
 
-    h: dict[str, Any] | None = None
-    if venv and cache:
-        h, classes, recall = hermes_search(venv, cache, work, texts, rounds)
-    else:
-        recall = recall_queries(texts)
-        classes = query_classes(work, recall)
+    recall = recall_queries(texts)
+    classes = query_classes(work, recall)
+    recall_list = recall["identifier"] + recall["cjk"]
+    side = HermesSearch(venv, cache.db) if venv and cache else None
+    if side:
+        log(f"  hermes search: {sum(map(len, classes.values()))} queries, in turns with ours")
     log(f"  engine search: {sum(map(len, classes.values()))} queries")
     conn = connect(ours)
     # The ids the engine's hits map back to: (session, seq) -> message index.
@@ -461,10 +556,42 @@ def bench_search(
     n = work.n
     scan_queries = [q.strip('"').rstrip("*") for q in classes["two_words"][:3]]
     scan = time_queries(lambda q: substring_scan(texts, q), scan_queries, 1)
+    h: dict[str, Any] | None = None
+    if side:
+        h = {"times": {}, "cpu_times": {}}
+
+    def ours_pass(queries: list[str]) -> tuple[list[float], list[float]]:
+        return _time_wall_cpu(lambda q: search_messages(conn, q, limit=20), queries, 1)
+
+    passes: dict[str, tuple[list[float], list[float]]] = {}
     for name, queries in classes.items():
+        if side:
+            side.warm(queries)
         for q in queries:
             search_messages(conn, q, limit=20)
-        wall, cpu = _time_wall_cpu(lambda q: search_messages(conn, q, limit=20), queries, rounds)
+        wall, cpu, h_wall, h_cpu = [], [], [], []
+        for r in range(rounds):
+            if side and r % 2 == 1:
+                theirs_w, theirs_c = side.timed(queries)
+                h_wall += theirs_w
+                h_cpu += theirs_c
+            mine_w, mine_c = ours_pass(queries)
+            wall += mine_w
+            cpu += mine_c
+            if side and r % 2 == 0:
+                theirs_w, theirs_c = side.timed(queries)
+                h_wall += theirs_w
+                h_cpu += theirs_c
+        passes[name] = wall, cpu
+        if h is not None:
+            h["times"][name], h["cpu_times"][name] = h_wall, h_cpu
+    if side and h is not None and cache is not None:
+        h.update(side.finish(recall_list))
+        h = stamp(h)
+        cache.save_search({"classes": classes, "rounds": rounds, "recall": recall_list}, h)
+        h["cached"] = False
+    for name, queries in classes.items():
+        wall, cpu = passes[name]
         mine, mine_cpu = latency_summary(wall), latency_summary(cpu)
         hers = latency_summary(h["times"][name]) if h else {"p50_ms": None, "p99_ms": None}
         hers_cpu = latency_summary(h["cpu_times"][name]) if h else {"p50_ms": None}
@@ -493,7 +620,7 @@ def bench_search(
             floor=round(statistics.median(scan) * 1000, 3), floor_kind="substring scan ms",
             target="p50 <= Hermes; p99 <= 50 ms at 5M",
             ok=(not h or mine["p50_ms"] <= hers["p50_ms"]) and mine["p99_ms"] <= 50,
-            queries=len(queries), messages=n,
+            queries=len(queries), messages=n, cpu=core,
         )  # fmt: skip
     for name in ("identifier", "cjk"):
         mine_r: list[float] = []
@@ -1165,13 +1292,15 @@ def main(argv: list[str] | None = None) -> int:
         if "list" in args.figures:
             hermes_list(venv, args.sessions, args.runs, fresh=args.hermes_fresh)
         return 0
-    for n in sizes:
-        if args.store_dir:
-            run_kept(venv, n, args)
-        else:
-            run_size(venv, n, args)
-    if "list" in args.figures and venv:
-        bench_list(venv, args.sessions, args.runs)
+    with one_cpu() as core:  # every side of every figure on the same core
+        emit(BENCH, "cpu", value=core, unit="cpu every figure ran on (None: not pinned)")
+        for n in sizes:
+            if args.store_dir:
+                run_kept(venv, n, args)
+            else:
+                run_size(venv, n, args)
+        if "list" in args.figures and venv:
+            bench_list(venv, args.sessions, args.runs)
     return 0
 
 

@@ -9,9 +9,10 @@
 * ``bulk`` / ``append``: the same two parts in separate processes (a bulk-only store can be
   kept and copied for repeated append runs); ``bulk`` with ``resume`` continues an
   interrupted bulk build after checking what it holds against the workload.
-* ``search``: for each query class, time ``SessionDB.search_messages(q, limit=20)`` (wall
-  and this thread's CPU time); for the
-  recall queries, return the row ids found with ``limit=1000``.
+* ``search_serve``: time ``SessionDB.search_messages(q, limit=20)`` (wall and this thread's
+  CPU time), one pass over the queries of a stdin request at a time, so the caller times its
+  own passes in between; at the end, the row ids the recall queries find with
+  ``limit=1000``.
 * ``sessions``: ``n`` sessions of two messages each (for the ``sessions list`` cold start).
 
 Only the standard library, ``bench.common``/``bench.hermes_workload`` and Hermes are imported.
@@ -224,36 +225,43 @@ def build(args: dict[str, Any]) -> dict[str, Any]:
     return {"bulk_s": bulk_s, **result}
 
 
-def search(args: dict[str, Any]) -> dict[str, Any]:
-    """Per-class latencies (limit 20) and, for recall queries, the row ids found."""
+def _pass(db: Any, queries: list[str]) -> dict[str, list[float]]:
+    wall: list[float] = []
+    cpu: list[float] = []
+    for q in queries:
+        t0, c0 = time.perf_counter(), time.thread_time()
+        db.search_messages(q, limit=20)
+        wall.append(time.perf_counter() - t0)
+        cpu.append(time.thread_time() - c0)
+    return {"wall": wall, "cpu": cpu}
+
+
+def search_serve(args: dict[str, Any]) -> dict[str, Any]:
+    """Search latencies (limit 20), one pass at a time as the caller asks, so that it can
+    run its own passes in between (the two sides then share whatever load comes and goes).
+    Each stdin line is a request: ``{"warm": [...]}`` (one untimed pass), ``{"time": [...]}``
+    (one timed pass: ``{"wall", "cpu"}`` on stdout) or ``{"recall": [...]}``, the last one:
+    the recall hits and what the sanitizer made of every query asked, the operation's
+    result."""
     db = _open(Path(args["db"]))
-    rounds = args["rounds"]
-    times: dict[str, list[float]] = {}
-    cpu_times: dict[str, list[float]] = {}
-    for name, queries in args["classes"].items():
-        for q in queries:
-            db.search_messages(q, limit=20)  # warm
-        out: list[float] = []
-        cpu: list[float] = []
-        for _ in range(rounds):
-            for q in queries:
-                t0, c0 = time.perf_counter(), time.thread_time()
-                db.search_messages(q, limit=20)
-                out.append(time.perf_counter() - t0)
-                cpu.append(time.thread_time() - c0)
-        times[name] = out
-        cpu_times[name] = cpu
-    found: dict[str, list[int]] = {}
-    for q in args["recall"]:
-        found[q] = [int(r["id"]) for r in db.search_messages(q, limit=1000)]
-    # What Hermes' query sanitizer made of each query (it strips a leading or trailing
-    # and/or/not, so "and" searches nothing and "and disphator" searches "disphator").
-    sanitize = getattr(db, "_sanitize_fts5_query", None)
-    sanitized = (
-        {q: str(sanitize(q)) for qs in args["classes"].values() for q in qs} if sanitize else {}
-    )
+    asked: dict[str, None] = {}
+    print(json.dumps({"ready": True}), flush=True)
+    result: dict[str, Any] = {}
+    for line in sys.stdin:
+        request = json.loads(line)
+        if "recall" in request:
+            found = {q: [int(r["id"]) for r in db.search_messages(q, limit=1000)]
+                     for q in request["recall"]}  # fmt: skip
+            sanitize = getattr(db, "_sanitize_fts5_query", None)
+            sanitized = {q: str(sanitize(q)) for q in asked} if sanitize else {}
+            result = {"found": found, "sanitized": sanitized}
+            break
+        queries = request.get("warm") or request["time"]
+        asked.update(dict.fromkeys(queries))
+        timed = _pass(db, queries)
+        print(json.dumps(timed if "time" in request else {}), flush=True)
     db.close()
-    return {"times": times, "cpu_times": cpu_times, "found": found, "sanitized": sanitized}
+    return result
 
 
 def sessions(args: dict[str, Any]) -> dict[str, Any]:
@@ -290,7 +298,13 @@ def sessions(args: dict[str, Any]) -> dict[str, Any]:
 def main() -> int:
     """Run the operation named in the JSON argument."""
     args = json.loads(sys.argv[1])
-    ops = {"build": build, "bulk": bulk, "append": append, "search": search, "sessions": sessions}
+    ops = {
+        "build": build,
+        "bulk": bulk,
+        "append": append,
+        "search_serve": search_serve,
+        "sessions": sessions,
+    }
     op = ops[args["op"]]
     print(json.dumps(op(args)))
     return 0
