@@ -25,6 +25,7 @@ matches (``queries/term_sample.py``; the ranking rule: docs/search.md). Snippets
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import apsw
 import msgspec
@@ -224,6 +225,86 @@ def _phrase_rows(
     return sql, list(plan.words)
 
 
+_COUNTED = (
+    "SELECT count(*) AS n FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?1"
+    " LIMIT {cap})"
+)
+_RANKED = (
+    "WITH c AS (SELECT {score} AS b, messages_fts.rowid AS rid FROM messages_fts{sized}"
+    " WHERE messages_fts MATCH ?1 LIMIT {window})"
+    " SELECT y.*, {text} FROM (SELECT t.b, m.id, m.session_id, m.seq, m.role, m.at, s.source,"
+    " s.title, s.root_id, m.state, m.ord FROM (SELECT b, rid FROM c ORDER BY b, rid LIMIT {top})"
+    " t JOIN messages m ON m.id = t.rid JOIN sessions s ON s.id = m.session_id WHERE 1{where}"
+    " ORDER BY t.b, t.rid LIMIT {limit}) y ORDER BY y.b, y.id"
+)
+"""The ranking of a several-word query whose matches were counted (``_counted_hits``)."""
+
+
+def _hit(marker: Highlighter, r: Any, at: int) -> SearchHit:
+    """The hit of a row of ``_FUSED`` (``at`` 3) or ``_RANKED`` (``at`` 0): bm25, message id,
+    session, seq, role, time, source, title, root, state, ord, snippet."""
+    return SearchHit(
+        session_id=r[at + 2],
+        seq=r[at + 3],
+        role=r[at + 4],
+        snippet=_cut(marker, r[at + 11]),
+        score=r[at],
+        at=r[at + 5],
+        source=r[at + 6],
+        title=r[at + 7],
+        root_id=r[at + 8],
+        state=r[at + 9],
+        message_id=r[at + 1],
+        ord=r[at + 10],
+    )
+
+
+def _counted_hits(
+    conn: apsw.Connection,
+    marker: Highlighter,
+    match: str,
+    plan: FusedPlan,
+    words: list[str],
+    top: int,
+    limit: int,
+    where: str,
+    params: list[object],
+) -> tuple[list[SearchHit], int, int, bool]:
+    """``fused_hits`` of a several-word query with the compiled scorer, in three short
+    statements instead of one: count the matches up to the plan's cap (none, or more than the
+    gate: done, nothing else is read); each word's rows from the vocabulary; then rank, those
+    rows handed in as numbers. The one statement walked the matches a second time even when
+    the first walk found none, and its vocabulary look-ups inside the ranking cost more than
+    the same look-ups on their own (bench/README.md, "Two words in three statements")."""
+    unique = list(dict.fromkeys(words))
+    looked = "".join(
+        f", CASE WHEN n BETWEEN 1 AND {int(plan.gate)} THEN (SELECT doc FROM {bm25.VOCABULARY}"
+        f" WHERE term = ?{k + 2}) END"
+        for k in range(len(unique))
+    )
+    sql = f"SELECT n{looked} FROM ({_COUNTED.format(cap=int(plan.count_cap))})"
+    found, *rows = conn.execute(sql, [match, *unique]).fetchall()[0]
+    if found == 0 or found > plan.gate:
+        return [], found, 0, found == 0
+    counts = dict(zip(unique, rows, strict=True))
+    text, snip = (
+        marker.sql(text_sql(conn, "y.id"), 2) if marker.compiled else (text_sql(conn, "y.id"), [])
+    )
+    first = 2 + len(snip)
+    score = bm25.scorer(conn, [f"?{first + k}" for k in range(len(words))], joined=True)
+    sql = _RANKED.format(
+        score=score,
+        sized=bm25.SIZE_JOIN,
+        window=int(plan.window),
+        text=text,
+        top=int(top),
+        where=where,
+        limit=int(limit),
+    )
+    rows = conn.execute(sql, [match, *snip, *(counts[w] for w in words), *params]).fetchall()
+    return [_hit(marker, r, 0) for r in rows], found, 0, True
+
+
 def fused_hits(
     conn: apsw.Connection,
     query: str,
@@ -249,6 +330,8 @@ def fused_hits(
     terms' doclists for less than its backward one); its oldest row id is then the first
     match's (unused: only a one-word count is handed on)."""
     marker = Highlighter(conn, query, terms)
+    if not plan.one_word and plan.words and bm25.compiled_scorer(conn) and bm25.vocabulary(conn):
+        return _counted_hits(conn, marker, match, plan, plan.words, top, limit, where, params)
     text = text_sql(conn, "y.id")
     text, snip = marker.sql(text, 3) if marker.compiled else (text, [])
     rows_sql, words = _phrase_rows(conn, plan, 3 + len(snip))
@@ -283,24 +366,7 @@ def fused_hits(
     found, oldest, ranked = int(rows[0][0]), int(rows[0][1] or 0), bool(rows[0][2])
     if rows[0][4] is None:
         return [], found, oldest, ranked
-    hits_found = [
-        SearchHit(
-            session_id=r[5],
-            seq=r[6],
-            role=r[7],
-            snippet=_cut(marker, r[14]),
-            score=r[3],
-            at=r[8],
-            source=r[9],
-            title=r[10],
-            root_id=r[11],
-            state=r[12],
-            message_id=r[4],
-            ord=r[13],
-        )
-        for r in rows
-    ]
-    return hits_found, found, oldest, ranked
+    return [_hit(marker, r, 3) for r in rows], found, oldest, ranked
 
 
 def _ranked(

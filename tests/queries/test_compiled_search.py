@@ -169,6 +169,44 @@ def test_a_word_at_the_count_cap_is_ranked_by_one_statement(
         window_pages.clear()
 
 
+def test_several_words_are_counted_before_anything_else_is_read(
+    conn: apsw.Connection, window_pages: list[str]
+) -> None:
+    """A several-word query: one statement counts its matches (and, only when they fit the
+    window, looks its words up in the vocabulary); none: nothing more is read; some: one more
+    statement ranks them with those rows handed in, the window plan's hits and scores; more than
+    the window: the window plan ranks, and the compiled ranking never runs."""
+    statements: list[str] = []
+
+    def trace(cursor: apsw.Cursor, sql: str, bindings: object) -> bool:
+        statements.append(sql)
+        return True
+
+    def searched(query: str, window: int) -> list[tuple[int, float]]:
+        statements.clear()
+        conn.exec_trace = trace
+        try:
+            hits = search_messages(conn, query, limit=20, window=window)
+        finally:
+            conn.exec_trace = None
+        return [(h.message_id, h.score) for h in hits]
+
+    assert searched("w5 nothing", 2000) == []
+    matching = [s for s in statements if "MATCH" in s]
+    assert len(matching) == 1 and "count(*)" in matching[0]
+    hits = searched("w5 w7", 2000)
+    matching = [s for s in statements if "MATCH" in s]
+    assert len(matching) == 2 and bm25.VOCABULARY in matching[0]
+    assert bm25.VOCABULARY not in matching[1] and "hermes_bm25(" in matching[1]
+    assert hits and window_pages == []
+    reference = search_messages(conn, "w5 w7", limit=20, plan="window")
+    assert hits == [(h.message_id, h.score) for h in reference]
+    window_pages.clear()
+    assert searched("w1 w2", 5) != []
+    assert window_pages, "more matches than the window: the window plan ranks"
+    assert not any("hermes_bm25(" in s for s in statements)
+
+
 @pytest.mark.parametrize(
     "match", ['"co"*', '("co" OR "coa"* OR "cob"* OR "coz"*)', '("w1" OR "w2"* OR "w3")']
 )
